@@ -1,0 +1,66 @@
+"""Entry point: registers the commands and turns user errors into one line and exit 2."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from vramtune import __version__
+from vramtune.cli import trial_cmd
+from vramtune.errors import UserError
+
+app = typer.Typer(
+    name="vramtune", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+    help="Measure how many parallel envs (and which batch settings) make Brax/MJX/Playground "
+         "PPO fastest on this GPU without running out of memory.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"vramtune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """vramtune."""
+
+
+app.command("trial")(trial_cmd.trial)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; UserError anywhere below becomes 'vramtune: error: ...' and exit 2."""
+    try:
+        # click returns a command's typer.Exit code instead of raising it here.
+        code = app(args=argv, standalone_mode=False, prog_name="vramtune")
+    except UserError as exc:
+        print(f"vramtune: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.TyperException as exc:  # typer >= 0.29 vendors click: usage errors land here
+        show = getattr(exc, "show", None)
+        if show:
+            show()
+        else:
+            print(f"vramtune: error: {exc}", file=sys.stderr)
+        return int(getattr(exc, "exit_code", 2))
+    except typer.Abort:
+        print("vramtune: aborted", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("vramtune: interrupted", file=sys.stderr)
+        return 130
+    return code if isinstance(code, int) else 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

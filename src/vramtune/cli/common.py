@@ -1,0 +1,26 @@
+"""Options and output helpers shared by the commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from vramtune.units import SIZE_HELP, parse_size
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+BUDGET_HELP = (f"Memory budget. GPU: emulate a card this size (JAX's memory fraction is "
+               f"capped). CPU: host memory, enforced with RLIMIT_DATA. {SIZE_HELP}.")
+
+
+def budget(text: str | None) -> int | None:
+    return None if text is None else parse_size(text, what="--gpu-mem")
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()

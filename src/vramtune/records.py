@@ -1,0 +1,106 @@
+"""The trial record: one frozen dataclass, units in the field names, None for 'not measured'.
+
+A figure that could not be measured is None (printed 'n/a'), never 0: a zero in a memory
+column would claim the workload used no memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    OK = "ok"
+    OOM = "oom"
+    TIMEOUT = "timeout"
+    CRASH = "crash"  # killed by a signal, or exited without a result
+    INVALID = "invalid"  # rejected by Brax's rules before launch
+    ERROR = "error"  # any other exception; the message is kept
+
+
+FAILED_BY_MEMORY = frozenset({Status.OOM})
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    status: Status
+    profile: str
+    profile_hash: str
+    num_envs: int
+    batch_size: int | None = None
+    num_minibatches: int | None = None
+    unroll_length: int | None = None
+    backend: str | None = None  # jax platform the child ran on: cpu, gpu
+    device_kind: str | None = None
+    device_count: int | None = None
+    # budget and how it was enforced
+    budget_bytes: int | None = None
+    cap: str | None = None  # e.g. "RLIMIT_DATA=1500000000" or "XLA_CLIENT_MEM_FRACTION=0.0931"
+    # speed (compile excluded)
+    compile_s: float | None = None
+    steps_per_s: float | None = None  # median over the measured intervals
+    steps_per_s_min: float | None = None
+    steps_per_s_max: float | None = None
+    measured_intervals: int | None = None
+    # JAX allocator (GPU backends only; CPU's memory_stats() is None)
+    jax_peak_bytes_in_use: int | None = None
+    jax_peak_pool_bytes: int | None = None
+    jax_bytes_limit: int | None = None
+    # NVML, sampled by the parent
+    nvml_process_peak_bytes: int | None = None
+    nvml_device_used_peak_bytes: int | None = None
+    nvml_note: str | None = None
+    # host memory
+    host_peak_rss_bytes: int | None = None  # exact, from os.wait4's ru_maxrss
+    host_tree_rss_peak_bytes: int | None = None  # sampled RSS of the whole process tree
+    wall_s: float | None = None
+    exit_code: int | None = None  # negative: killed by that signal
+    error_type: str | None = None
+    error_message: str | None = None  # the last lines, enough to see why
+    error_where: str | None = None  # phase and innermost frame, for environment errors
+    versions: dict[str, str] = field(default_factory=dict)
+    gpu_name: str | None = None
+    gpu_driver: str | None = None
+    gpu_total_bytes: int | None = None
+    timestamp: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.backend in ("gpu", "cuda", "rocm")
+
+    @property
+    def memory_label(self) -> str:
+        """What the peak is a peak of: never call host memory VRAM."""
+        return "VRAM" if self.is_gpu else "host RAM"
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """The peak to hold against the budget: what the process took from the device
+        (NVML per-process, else the allocator pool) on GPU; exact peak RSS on CPU."""
+        if self.is_gpu:
+            for value in (self.nvml_process_peak_bytes, self.jax_peak_pool_bytes,
+                          self.jax_peak_bytes_in_use):
+                if value is not None:
+                    return value
+            return None
+        return self.host_peak_rss_bytes if self.host_peak_rss_bytes is not None else \
+            self.host_tree_rss_peak_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["status"] = str(self.status)
+        data["notes"] = list(self.notes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["status"] = Status(kwargs["status"])
+        kwargs["notes"] = tuple(kwargs.get("notes") or ())
+        kwargs["versions"] = dict(kwargs.get("versions") or {})
+        return cls(**kwargs)

@@ -1,0 +1,163 @@
+"""Brax PPO's batch rules (brax 0.14.x, ``brax/training/agents/ppo/train.py``).
+
+``ppo.train`` asserts ``batch_size * num_minibatches % num_envs == 0`` and
+``num_envs % device_count == 0`` only after it has started; people find out after the
+compile. Everything here is pure arithmetic so the planner, ``check`` and ``emit-config``
+share one source of truth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ScalingPolicy(StrEnum):
+    """How batch settings follow num_envs once it outgrows the base config."""
+
+    HOLD_MINIBATCH = "hold-minibatch"  # batch_size fixed, num_minibatches grows
+    HOLD_NUM_MINIBATCHES = "hold-num-minibatches"  # num_minibatches fixed, batch_size grows
+    HOLD_ENV_STEPS = "hold-env-steps"  # batch_size * num_minibatches fixed: num_envs must divide it
+
+
+@dataclass(frozen=True)
+class BatchShape:
+    num_envs: int
+    batch_size: int
+    num_minibatches: int
+
+    @property
+    def samples_per_update(self) -> int:
+        """Trajectories of length unroll_length per training step (Brax's batch_size * nmb)."""
+        return self.batch_size * self.num_minibatches
+
+    @property
+    def unrolls_per_step(self) -> int:
+        """How many times one training step runs the env unroll."""
+        return self.samples_per_update // self.num_envs
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    explanation: str
+
+
+def violations(num_envs: int, batch_size: int, num_minibatches: int,
+               device_count: int = 1) -> list[Violation]:
+    """Every Brax PPO rule this combination breaks, in plain words."""
+    found: list[Violation] = []
+    for name, value in (("num_envs", num_envs), ("batch_size", batch_size),
+                        ("num_minibatches", num_minibatches), ("device_count", device_count)):
+        if value < 1:
+            found.append(Violation(f"{name} >= 1", f"{name} is {value}; it must be a positive integer"))
+    if found:
+        return found
+    product = batch_size * num_minibatches
+    if product % num_envs:
+        extra = (f" num_envs can never exceed batch_size x num_minibatches ({product})."
+                 if num_envs > product else "")
+        found.append(Violation(
+            "batch_size * num_minibatches % num_envs == 0",
+            f"each training step unrolls all {num_envs} envs a whole number of times to fill "
+            f"batch_size x num_minibatches = {batch_size} x {num_minibatches} = {product} "
+            f"trajectories, and {product} is not a multiple of {num_envs}.{extra}"))
+    if num_envs % device_count:
+        found.append(Violation(
+            "num_envs % device_count == 0",
+            f"the envs are split evenly across {device_count} devices, and {num_envs} is not a "
+            f"multiple of {device_count}"))
+    return found
+
+
+def _smallest_multiple_at_least(step: int, floor: int) -> int:
+    return max(1, math.ceil(floor / step)) * step
+
+
+def scale_batch(policy: ScalingPolicy, base: BatchShape, num_envs: int,
+                device_count: int = 1) -> BatchShape | None:
+    """The batch settings the policy gives at this num_envs, or None if it allows none.
+
+    ``base`` is the profile's tuned trio. The two growing policies keep the unrolls per
+    training step (batch_size x num_minibatches / num_envs) of the base, as people do when
+    they scale a config, rounding up to the nearest value Brax accepts; at the base's own
+    num_envs the base is returned unchanged.
+    """
+    if num_envs < 1 or num_envs % device_count:
+        return None
+    bs, nmb = base.batch_size, base.num_minibatches
+    if policy is ScalingPolicy.HOLD_ENV_STEPS:
+        return BatchShape(num_envs, bs, nmb) if (bs * nmb) % num_envs == 0 else None
+    if policy is ScalingPolicy.HOLD_MINIBATCH:
+        target = math.ceil(nmb * num_envs / base.num_envs)
+        nmb = _smallest_multiple_at_least(num_envs // math.gcd(bs, num_envs), target)
+    else:
+        target = math.ceil(bs * num_envs / base.num_envs)
+        bs = _smallest_multiple_at_least(num_envs // math.gcd(nmb, num_envs), target)
+    return BatchShape(num_envs, bs, nmb)
+
+
+def valid_sizes(policy: ScalingPolicy, base: BatchShape, lo: int, hi: int,
+                device_count: int = 1) -> list[int]:
+    """Every num_envs in [lo, hi] the policy can serve, ascending."""
+    return [n for n in range(max(1, lo), hi + 1) if scale_batch(policy, base, n, device_count)]
+
+
+def nearest_valid(policy: ScalingPolicy, base: BatchShape, num_envs: int, device_count: int = 1,
+                  *, limit: int = 1 << 22) -> tuple[int | None, int | None]:
+    """The closest valid num_envs below and above (None where there is none)."""
+    def ok(n: int) -> bool:
+        return scale_batch(policy, base, n, device_count) is not None
+
+    below = next((n for n in range(num_envs - 1, 0, -1) if ok(n)), None)
+    above = next((n for n in range(num_envs + 1, limit + 1) if ok(n)), None)
+    return below, above
+
+
+def nearest_fixes(num_envs: int, batch_size: int, num_minibatches: int,
+                  device_count: int = 1, count: int = 3) -> list[BatchShape]:
+    """A few closest valid configurations, each changing as little as possible."""
+    candidates: list[tuple[float, BatchShape]] = []
+
+    def consider(n: int, bs: int, nmb: int) -> None:
+        if n >= 1 and bs >= 1 and nmb >= 1 and not violations(n, bs, nmb, device_count):
+            distance = (abs(math.log2(n / num_envs)) + abs(math.log2(bs / batch_size))
+                        + abs(math.log2(nmb / num_minibatches)))
+            candidates.append((distance, BatchShape(n, bs, nmb)))
+
+    given = BatchShape(num_envs, batch_size, num_minibatches)
+    below, above = nearest_valid(ScalingPolicy.HOLD_ENV_STEPS, given, num_envs, device_count)
+    for n in (below, above):
+        if n is not None:
+            consider(n, batch_size, num_minibatches)
+    # Keep num_envs, grow the smallest amount: num_minibatches, or batch_size.
+    for policy in (ScalingPolicy.HOLD_MINIBATCH, ScalingPolicy.HOLD_NUM_MINIBATCHES):
+        product = batch_size * num_minibatches
+        reference = BatchShape(max(num_envs, 1), batch_size, num_minibatches)
+        shape = scale_batch(policy, reference, num_envs, device_count) if product else None
+        if shape:
+            consider(shape.num_envs, shape.batch_size, shape.num_minibatches)
+    seen: set[BatchShape] = set()
+    ordered = []
+    for _, shape in sorted(candidates, key=lambda c: (c[0], c[1].num_envs)):
+        if shape not in seen:
+            seen.add(shape)
+            ordered.append(shape)
+    return ordered[:count]
+
+
+def lr_scaling_hint(base: BatchShape, chosen: BatchShape, unroll_length: int,
+                    learning_rate: float | None) -> str | None:
+    """Square-root LR scaling advice when the samples per update changed; None if unchanged."""
+    before = base.samples_per_update * unroll_length
+    after = chosen.samples_per_update * unroll_length
+    if before == after and base.batch_size == chosen.batch_size:
+        return None
+    ratio = math.sqrt(chosen.batch_size / base.batch_size)
+    text = (f"env steps per update changed {before} -> {after}; minibatch size "
+            f"{base.batch_size} -> {chosen.batch_size}.")
+    if learning_rate is not None and ratio != 1:
+        text += (f" Square-root scaling suggests learning_rate {learning_rate:g} x "
+                 f"sqrt({chosen.batch_size}/{base.batch_size}) = {learning_rate * ratio:.3g}.")
+    return text

@@ -1,0 +1,80 @@
+"""Memory sizes as people type them.
+
+Decimal (SI) suffixes: ``B K KB M MB G GB T TB`` (8GB = 8e9 bytes, as GPU vendors print).
+Binary suffixes: ``KiB MiB GiB TiB`` (8GiB = 8 * 2**30, as nvidia-smi prints). A bare number
+is bytes. Case-insensitive for the letters, the ``i`` marks binary.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from vramtune.errors import UserError
+
+_DECIMAL = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6,
+            "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12}
+_BINARY = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+           "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+_SIZE_RE = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*(?P<unit>[a-zA-Z]*)\s*$")
+
+SIZE_HELP = ("sizes: 8GB / 8G = 8e9 bytes (decimal), 7.5GiB / 8000MiB = binary (2**30, 2**20), "
+             "a bare number is bytes")
+
+
+def parse_size(text: str | int | float, *, what: str = "size") -> int:
+    """Bytes from '8GB', '7.5GiB', '8000MiB', '8000000000'; UserError on anything else."""
+    if isinstance(text, bool):
+        raise UserError(f"invalid {what} {text!r}: expected e.g. 8GB, 7.5GiB or 8000MiB")
+    if isinstance(text, int | float):
+        value = float(text)
+        unit_bytes = 1
+    else:
+        match = _SIZE_RE.match(str(text))
+        if not match:
+            raise UserError(
+                f"invalid {what} {str(text)!r}: expected e.g. 8GB, 7.5GiB or 8000MiB ({SIZE_HELP})")
+        unit = match["unit"].lower()
+        unit_bytes = _DECIMAL.get(unit) or _BINARY.get(unit) or 0
+        if not unit_bytes:
+            raise UserError(f"invalid {what} {text!r}: unknown unit {match['unit']!r} ({SIZE_HELP})")
+        value = float(match["num"])
+    nbytes = value * unit_bytes
+    if not math.isfinite(nbytes) or nbytes < 1:
+        raise UserError(f"invalid {what} {text!r}: must be a positive amount of memory")
+    return int(nbytes)
+
+
+def parse_sizes(text: str, *, what: str = "size") -> list[int]:
+    """A comma-separated list of sizes ('8GB,12GB,24GB'), in the order given."""
+    parts = [p for p in (s.strip() for s in str(text).split(",")) if p]
+    if not parts:
+        raise UserError(f"invalid {what} {text!r}: expected e.g. 8GB or 8GB,12GB")
+    return [parse_size(p, what=what) for p in parts]
+
+
+def parse_percent(text: str | float, *, what: str) -> float:
+    """A fraction in [0, 1) from '10%', '10' (percent) or 0.1 (a fraction given as a float < 1)."""
+    raw = str(text).strip()
+    try:
+        value = float(raw.rstrip("%"))
+    except ValueError:
+        raise UserError(f"invalid {what} {text!r}: expected a percentage such as 10%") from None
+    fraction = value / 100 if (raw.endswith("%") or value >= 1) else value
+    if not math.isfinite(fraction) or fraction < 0 or fraction >= 1:
+        raise UserError(f"invalid {what} {text!r}: must be between 0% and 100% (exclusive)")
+    return fraction
+
+
+def format_bytes(nbytes: int | float | None, *, binary: bool = True) -> str:
+    """'1.42 GiB' for humans; 'n/a' when the figure was not measured (never '0')."""
+    if nbytes is None:
+        return "n/a"
+    base, units = (1024.0, ["B", "KiB", "MiB", "GiB", "TiB"]) if binary else (
+        1000.0, ["B", "KB", "MB", "GB", "TB"])
+    value = float(nbytes)
+    for unit in units:
+        if abs(value) < base or unit == units[-1]:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= base
+    raise AssertionError("unreachable")

@@ -1,0 +1,30 @@
+"""Shared fixtures. Everything runs real JAX/Brax on the CPU backend: no mocks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _hermetic_env(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Private cache dir (one compile cache shared by the session), CPU backend forced."""
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.pop("GITHUB_STEP_SUMMARY", None)
+
+
+def run_cli(*args: str, timeout: float = 600, env: dict[str, str] | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The real console entry point in a subprocess, as a user would run it."""
+    return subprocess.run([sys.executable, "-m", "vramtune.cli.app", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})},
+                          cwd=cwd)

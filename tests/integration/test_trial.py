@@ -1,0 +1,149 @@
+"""Real trials on the CPU backend: the brax `fast` env, real ppo.train, real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import yaml
+
+from tests.conftest import run_cli
+from vramtune.nvml import Nvml
+from vramtune.profile import builtin_profiles, load_profile
+from vramtune.records import Status
+from vramtune.runner import TrialRequest, run_trial
+
+
+def _children_alive(pid: int) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"])
+            if p.info["cmdline"] and "vramtune.child" in " ".join(p.info["cmdline"])
+            and p.pid == pid]
+
+
+@pytest.mark.parametrize("num_envs", [128, 256])
+def test_ok_trial_measures_steady_state(num_envs):
+    proc = run_cli("trial", "--profile", "quick", "--num-envs", str(num_envs), "--json")
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["status"] == "ok"
+    assert record["num_envs"] == num_envs and record["backend"] == "cpu"
+    assert record["steps_per_s"] > 0 and record["measured_intervals"] >= 3
+    assert record["steps_per_s_min"] <= record["steps_per_s"] <= record["steps_per_s_max"]
+    # compile excluded: the median rate is far above total steps over the whole run
+    assert record["compile_s"] > 0 and record["wall_s"] > record["compile_s"]
+    steps_per_interval = record["batch_size"] * record["num_minibatches"] * 10
+    whole_run_rate = steps_per_interval * (record["measured_intervals"] + 2) / record["wall_s"]
+    assert record["steps_per_s"] > 2 * whole_run_rate
+    # CPU: host memory measured, nothing claimed about VRAM, unknowns are None not 0
+    assert record["host_peak_rss_bytes"] > 100 * 2**20
+    assert record["host_tree_rss_peak_bytes"] > 100 * 2**20
+    assert record["jax_peak_bytes_in_use"] is None
+    assert record["versions"]["brax"] and record["versions"]["jax"]
+
+
+def test_real_oom_under_a_cap():
+    proc = run_cli("trial", "--profile", "quick", "--num-envs", "2048", "--gpu-mem", "1.1GB",
+                   "--json")
+    assert proc.returncode == 1
+    record = json.loads(proc.stdout)
+    assert record["status"] == "oom", record
+    assert record["cap"] == "RLIMIT_DATA=1100000000"
+    assert "Out of memory" in record["error_message"] or \
+        "RESOURCE_EXHAUSTED" in record["error_message"]
+    assert record["steps_per_s"] is None
+
+
+def test_panel_labels_host_memory_not_vram():
+    proc = run_cli("trial", "--profile", "quick", "--num-envs", "3000", "--gpu-mem", "1GB")
+    # 3000 envs under 1 GB fails; the panel still renders, labelled host RAM, never VRAM.
+    assert proc.returncode == 1
+    assert "host RAM" in proc.stdout and "VRAM" not in proc.stdout
+
+
+def test_timeout_kills_the_trial_and_leaves_nothing():
+    pids: list[int] = []
+    result = run_trial(TrialRequest(load_profile("quick"), 128, timeout_s=4),
+                       lambda e: pids.append(e["pid"]) if "pid" in e else None)
+    assert result.status is Status.TIMEOUT
+    assert "killed after 4 s" in (result.error_message or "")
+    assert result.wall_s is not None and result.wall_s < 15
+    assert pids and not psutil.pid_exists(pids[0]) or psutil.Process(pids[0]).status() == "zombie"
+
+
+def test_child_killed_by_signal_is_a_crash():
+    def on_event(event: dict) -> None:
+        if event.get("phase") == "compiling":
+            os.kill(state["pid"], signal.SIGKILL)
+        if "pid" in event:
+            state["pid"] = event["pid"]
+
+    state: dict[str, int] = {}
+    result = run_trial(TrialRequest(load_profile("quick"), 128), on_event)
+    assert result.status is Status.CRASH
+    assert result.error_type == "SIGKILL" and result.exit_code == -signal.SIGKILL
+
+
+def test_sigkilled_parent_leaves_no_child(tmp_path):
+    parent = subprocess.Popen([sys.executable, "-m", "vramtune.cli.app", "trial", "-n", "128"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = None
+    deadline = time.time() + 60
+    while time.time() < deadline and child is None:
+        kids = psutil.Process(parent.pid).children(recursive=True)
+        child = next((k for k in kids if "vramtune.child" in " ".join(k.cmdline())), None)
+        time.sleep(0.2)
+    assert child is not None, "the trial child never started"
+    time.sleep(1.0)  # let it get into importing / compiling
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    gone, alive = psutil.wait_procs([child], timeout=10)
+    assert not alive, "the trial outlived its SIGKILLed parent"
+
+
+@pytest.mark.skipif(Nvml().available, reason="NVML is present here; this checks its absence")
+def test_nvml_absent_gives_none_and_a_notice():
+    result = run_trial(TrialRequest(load_profile("quick"), 128, timeout_s=2), nvml=Nvml())
+    assert result.nvml_process_peak_bytes is None
+    assert result.nvml_device_used_peak_bytes is None
+    assert result.nvml_note and "NVML" in result.nvml_note
+    assert result.gpu_name is None
+
+
+def test_invalid_size_launches_nothing(tmp_path):
+    data = yaml.safe_load(builtin_profiles()["quick"].read_text())
+    data["scaling"] = "hold-env-steps"
+    path = tmp_path / "strict.yaml"
+    path.write_text(yaml.safe_dump(data))
+    proc = run_cli("trial", "--profile", str(path), "--num-envs", "100", "--json", timeout=60)
+    assert proc.returncode == 1
+    record = json.loads(proc.stdout)
+    assert record["status"] == "invalid" and record["wall_s"] is None
+    assert "batch_size * num_minibatches % num_envs == 0" in record["error_message"]
+    assert "64 below" in record["error_message"] and "128 above" in record["error_message"]
+
+
+@pytest.mark.parametrize("args", [
+    ["--gpu-mem", "8XB"], ["--gpu-mem", "-1GB"], ["--gpu-mem", "0"], ["--gpu-mem", ""],
+    ["--profile", "no-such"], ["--num-envs", "0"], ["--num-envs", "abc"], ["--timeout", "-3"],
+])
+def test_bad_input_is_one_line_and_exit_2(args):
+    proc = run_cli("trial", *args, timeout=60)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert any("error" in line.lower() for line in lines)
+    if args[0] in ("--gpu-mem", "--profile", "--timeout") or args[1] == "0":
+        assert len(lines) == 1, proc.stderr
+
+
+def test_unknown_profile_lists_available():
+    proc = run_cli("trial", "--profile", "nope", timeout=60)
+    assert "quick" in proc.stderr and "ant" in proc.stderr
+
+

@@ -1,0 +1,45 @@
+import pytest
+
+from vramtune.errors import UserError
+from vramtune.units import format_bytes, parse_percent, parse_size, parse_sizes
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("8GB", 8 * 10**9), ("8G", 8 * 10**9), ("8gb", 8 * 10**9), ("7.5GiB", int(7.5 * 2**30)),
+    ("8000MiB", 8000 * 2**20), ("8000000000", 8 * 10**9), ("512 MB", 512 * 10**6),
+    ("1.5TB", 15 * 10**11), (1024, 1024),
+])
+def test_parse_size_accepts(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["8XB", "-1GB", "0", "", "  ", "GB", "1e400GB", "0.2"])
+def test_parse_size_rejects_with_one_line(text):
+    with pytest.raises(UserError) as info:
+        parse_size(text, what="--gpu-mem")
+    assert "\n" not in str(info.value)
+    assert "--gpu-mem" in str(info.value)
+
+
+def test_parse_sizes_keeps_order():
+    assert parse_sizes("8GB, 12GB,24GB") == [8 * 10**9, 12 * 10**9, 24 * 10**9]
+    with pytest.raises(UserError):
+        parse_sizes(",")
+
+
+@pytest.mark.parametrize(("text", "expected"), [("10%", 0.10), ("10", 0.10), ("0.1", 0.1),
+                                                ("0", 0.0), ("0.5%", 0.005)])
+def test_parse_percent(text, expected):
+    assert parse_percent(text, what="--headroom") == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", ["-5%", "100%", "abc", "150"])
+def test_parse_percent_rejects(text):
+    with pytest.raises(UserError):
+        parse_percent(text, what="--headroom")
+
+
+def test_format_bytes_never_prints_zero_for_unknown():
+    assert format_bytes(None) == "n/a"
+    assert format_bytes(1536 * 2**20) == "1.50 GiB"
+    assert format_bytes(999) == "999 B"
