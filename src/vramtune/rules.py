@@ -161,3 +161,78 @@ def lr_scaling_hint(base: BatchShape, chosen: BatchShape, unroll_length: int,
         text += (f" Square-root scaling suggests learning_rate {learning_rate:g} x "
                  f"sqrt({chosen.batch_size}/{base.batch_size}) = {learning_rate * ratio:.3g}.")
     return text
+
+
+def valid_batch_settings(policy: ScalingPolicy, base: BatchShape, num_envs: int,
+                         device_count: int = 1, *, count: int = 6) -> list[BatchShape]:
+    """The valid (batch_size, num_minibatches) for num_envs that keep what the policy holds.
+
+    The policy's own choice (``scale_batch``) comes first, then the alternatives that change
+    the optimisation least: the growing policies allow every multiple of a step, so only
+    the ``count`` closest are listed; hold-env-steps keeps batch_size x num_minibatches and
+    lists the ways to split that product. Empty when none is valid: ask ``nearest_valid``
+    for the closest num_envs on both sides.
+    """
+    chosen = scale_batch(policy, base, num_envs, device_count)
+    if chosen is None or count < 1:
+        return []
+    bs, nmb = base.batch_size, base.num_minibatches
+    if policy is ScalingPolicy.HOLD_MINIBATCH:
+        step = num_envs // math.gcd(bs, num_envs)
+        top = chosen.num_minibatches // step + count
+        shapes = [BatchShape(num_envs, bs, step * k) for k in range(1, top + 1)]
+    elif policy is ScalingPolicy.HOLD_NUM_MINIBATCHES:
+        step = num_envs // math.gcd(nmb, num_envs)
+        top = chosen.batch_size // step + count
+        shapes = [BatchShape(num_envs, step * k, nmb) for k in range(1, top + 1)]
+    else:
+        product = bs * nmb
+        shapes = [BatchShape(num_envs, d, product // d) for d in range(1, product + 1)
+                  if product % d == 0]
+
+    def distance(s: BatchShape) -> tuple[float, int]:
+        return (abs(math.log2(s.batch_size / chosen.batch_size))
+                + abs(math.log2(s.num_minibatches / chosen.num_minibatches)), s.samples_per_update)
+
+    return sorted(shapes, key=distance)[:count]
+
+
+def _odd_bits(value: int, original: int) -> float:
+    """How much less round value is than original: people tune in powers of two, so 9216
+    envs x 36 minibatches reads better than 8160 x 255 though both are equally valid."""
+    def odd(x: int) -> int:
+        return x // (x & -x)
+
+    return max(0.0, math.log2(odd(value) / odd(original))) if value != original else 0.0
+
+
+def suggest_fixes(num_envs: int, batch_size: int, num_minibatches: int, device_count: int = 1,
+                  count: int = 3, *, max_scan: int = 20000) -> list[BatchShape]:
+    """``nearest_fixes``, topped up when it finds fewer than ``count``.
+
+    With several devices there may be no valid num_envs that divides batch_size x
+    num_minibatches (8192 envs on 3 GPUs), so the fixes must move num_envs and grow a batch
+    setting together: scan the multiples of device_count from num_envs/2 to 2 x num_envs
+    and keep the combinations that change the least (and stay round).
+    """
+    fixes = nearest_fixes(num_envs, batch_size, num_minibatches, device_count, count)
+    if len(fixes) >= count or min(num_envs, batch_size, num_minibatches, device_count) < 1:
+        return fixes
+    given = BatchShape(num_envs, batch_size, num_minibatches)
+    scored: list[tuple[float, BatchShape]] = []
+    lo = max(device_count, (num_envs // 2) // device_count * device_count)
+    for n in range(lo, min(2 * num_envs, lo + max_scan * device_count) + 1, device_count):
+        for policy in ScalingPolicy:
+            shape = scale_batch(policy, given, n, device_count)
+            if shape is None or shape in fixes:
+                continue
+            distance = sum(abs(math.log2(after / before)) + 0.1 * _odd_bits(after, before)
+                           for after, before in ((n, num_envs), (shape.batch_size, batch_size),
+                                                 (shape.num_minibatches, num_minibatches)))
+            scored.append((distance, shape))
+    for _, shape in sorted(scored, key=lambda c: (c[0], c[1].num_envs)):
+        if len(fixes) >= count:
+            break
+        if shape not in fixes:
+            fixes.append(shape)
+    return fixes

@@ -1,0 +1,71 @@
+"""`vramtune check FILE`: is this config valid for Brax PPO, and if not, what is closest?"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from vramtune.cli.common import console, print_json
+from vramtune.configfile import Diagnosis, describe_fix, diagnose, load_config
+
+
+def _as_dict(d: Diagnosis) -> dict:
+    c = d.config
+    return {
+        "file": c.source, "valid": d.valid, "device_count": d.device_count,
+        **{name: {"value": getattr(c, name).value, "from": getattr(c, name).path}
+           for name in ("num_envs", "batch_size", "num_minibatches", "unroll_length")},
+        "env_steps_per_update": d.env_steps_per_update,
+        "violations": [{"rule": v.rule, "explanation": v.explanation} for v in d.violations],
+        "fixes": [{"num_envs": f.num_envs, "batch_size": f.batch_size,
+                   "num_minibatches": f.num_minibatches, "change": describe_fix(c, f)}
+                  for f in d.fixes],
+        "notes": list(c.notes),
+    }
+
+
+def render(d: Diagnosis) -> list[str]:
+    c = d.config
+    lines = [f"{c.source}:"]
+    for name in ("num_envs", "batch_size", "num_minibatches", "unroll_length"):
+        found = getattr(c, name)
+        lines.append(f"  {name:<16}{found.value:<10}({found.where})")
+    lines.append(f"  {'device_count':<16}{d.device_count:<10}(--device-count)")
+    if c.defaults_used:
+        names = " and ".join(c.defaults_used)
+        lines.append(f"  note: {names} not in the file: ppo.train's defaults apply "
+                     f"(batch_size 32, num_minibatches 16)")
+    lines += [f"  note: {note}" for note in c.notes]
+    if d.valid:
+        shape = c.shape
+        lines.append(f"valid: each training step unrolls all {shape.num_envs} envs "
+                     f"{shape.unrolls_per_step} time{'s' if shape.unrolls_per_step != 1 else ''} "
+                     f"({d.env_steps_per_update} env steps per update)")
+        return lines
+    count = len(d.violations)
+    lines.append(f"INVALID: {count} rule{'s' if count != 1 else ''} broken")
+    for v in d.violations:
+        lines += [f"  x {v.rule}", f"    {v.explanation}"]
+    if d.fixes:
+        lines.append("nearest valid settings:")
+        lines += [f"  - num_envs={f.num_envs} batch_size={f.batch_size} "
+                  f"num_minibatches={f.num_minibatches}: {describe_fix(c, f)}" for f in d.fixes]
+    return lines
+
+
+def check(
+    file: Annotated[str, typer.Argument(help="A YAML config: flat ppo.train kwargs or nested "
+                                             "(ppo:, experiment:, algorithm:, ...).")],
+    device_count: Annotated[int, typer.Option("--device-count", help="Devices the envs are "
+                                                                     "split across.")] = 1,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the diagnosis as JSON.")] = False,
+) -> None:
+    """Check a config against Brax PPO's batch rules. Exit 0 valid, 1 invalid, 2 unreadable."""
+    diagnosis = diagnose(load_config(file), device_count)
+    if json_out:
+        print_json(_as_dict(diagnosis))
+    else:
+        for line in render(diagnosis):
+            console.print(line, markup=False, soft_wrap=True)
+    raise typer.Exit(0 if diagnosis.valid else 1)

@@ -1,0 +1,154 @@
+"""`vramtune emit-config`: tuned YAML (and the per-budget table) from a sweep's measurements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vramtune import machine
+from vramtune.cli.common import console, err_console
+from vramtune.emit import (
+    CPU_NOTICE,
+    Emission,
+    Format,
+    Source,
+    budget_label,
+    hydra_overrides,
+    markdown_table,
+    merge_runs,
+    output_name,
+    plan,
+    render,
+)
+from vramtune.errors import UserError
+from vramtune.recommend import Objective
+from vramtune.store import RESULTS_FILE, load_run
+from vramtune.units import SIZE_HELP, parse_percent, parse_sizes
+
+RUNS_DIR = Path("vramtune-runs")
+
+
+def newest_run(base: Path = RUNS_DIR) -> Path:
+    """The run directory under ./vramtune-runs/ whose results were written last."""
+    runs = [d for d in base.iterdir() if (d / RESULTS_FILE).is_file()] if base.is_dir() else []
+    if not runs:
+        raise UserError(f"no RUN_DIR given and no run under ./{base}/: run `vramtune sweep` first "
+                        f"or name a run directory")
+    return max(runs, key=lambda d: ((d / RESULTS_FILE).stat().st_mtime, d.name))
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _say(text: str) -> None:
+    err_console.print(text, markup=False, soft_wrap=True)
+
+
+def _targets(source: Source, emissions: list[Emission], fmt_: Format, output: Path | None
+             ) -> tuple[list[Path | None], Path | None]:
+    """Where each budget's file goes, and the table (several budgets only).
+
+    One budget: -o FILE (or a directory), else stdout. Several: -o DIR holds
+    <profile>-<budget>.yaml and <profile>-table.md; -o NAME.yaml writes NAME-<budget>.yaml
+    and NAME.md beside it; without -o they go to <first RUN_DIR>/configs/.
+    """
+    names = [output_name(source.profile.name, e.budget_bytes, fmt_) for e in emissions]
+    if len(emissions) == 1:
+        if output is None:
+            return [None], None
+        return [output / names[0] if output.is_dir() else output], None
+    if output is not None and output.suffix in (".yaml", ".yml"):
+        files = [output.with_name(f"{output.stem}-{budget_label(e.budget_bytes)}{output.suffix}")
+                 for e in emissions]
+        return list(files), output.with_suffix(".md")
+    folder = output if output is not None else source.directories[0] / "configs"
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"-o {folder}: several budgets write several files, so -o must be a "
+                        f"directory or a NAME.yaml pattern")
+    return [folder / n for n in names], folder / f"{source.profile.name}-table.md"
+
+
+def emit_config(
+    run_dirs: Annotated[list[Path] | None, typer.Argument(
+        metavar="RUN_DIR", help="Sweep run directories (same workload and device; merged). "
+                                     "Default: the newest under ./vramtune-runs/.")] = None,
+    gpu_mem: Annotated[str | None, typer.Option(
+        "--gpu-mem", help=f"Budget(s), comma-separated: one config per budget. Default: the "
+                          f"sweep's own cap. {SIZE_HELP}.")] = None,
+    objective: Annotated[Objective, typer.Option(
+        help="throughput: fastest that fits; knee: smallest within 5% of the fastest; "
+             "max-envs: most envs that fit.")] = Objective.THROUGHPUT,
+    headroom: Annotated[str | None, typer.Option(
+        help="Keep this share of the budget free (e.g. 10%). Default: the sweep's.")] = None,
+    format_: Annotated[Format, typer.Option("--format", help="brax: ppo.train kwargs; "
+                                                            "playground: a ppo_params mapping; "
+                                                            "hydra: a config plus an override "
+                                                            "line.")] = Format.BRAX,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="One budget: the file (default: stdout). Several: a directory, "
+                               "or NAME.yaml for NAME-<budget>.yaml + NAME.md.")] = None,
+    num_timesteps: Annotated[int | None, typer.Option(
+        "--num-timesteps", help="Training length to write into the config (not measured).")] = None,
+    hydra_prefix: Annotated[str, typer.Option(
+        help="Hydra: the config key the PPO settings live under.")] = "ppo",
+) -> None:
+    """Write tuned configs from measured trials only; exit 1 if a budget cannot be served."""
+    budgets: list[int | None] = list(dict.fromkeys(parse_sizes(gpu_mem, what="--gpu-mem"))) \
+        if gpu_mem is not None else [None]
+    headroom_fraction = parse_percent(headroom, what="--headroom") if headroom is not None else None
+    if num_timesteps is not None and num_timesteps < 1:
+        raise UserError(f"--num-timesteps must be a positive integer, got {num_timesteps}")
+    if not run_dirs:
+        run_dirs = [newest_run()]
+        _say(f"using the newest run: {run_dirs[0]}")
+    runs = [load_run(d) for d in run_dirs]
+    for run in runs:
+        for warning in run.warnings:
+            _say(f"warning: {warning}")
+    source = merge_runs(runs)
+    emissions = [plan(source, b, objective, headroom_fraction) for b in budgets]
+    files, table = _targets(source, emissions, format_, output)
+    var = machine.mem_fraction_var()
+    failed = False
+    said: set[str] = set()
+    for emission, file in zip(emissions, files, strict=True):
+        tag = f"{budget_label(emission.budget_bytes)}: " if len(emissions) > 1 else ""
+        if emission.error:
+            failed = True
+            _say(f"error: budget {budget_label(emission.budget_bytes)}: {emission.error}")
+            continue
+        text = render(source, emission, format_, mem_fraction_var=var,
+                      num_timesteps=num_timesteps, hydra_prefix=hydra_prefix)
+        for notice in emission.notices:
+            if notice == CPU_NOTICE:  # the same for every budget: say it once
+                if notice not in said:
+                    said.add(notice)
+                    _say(f"notice: {notice}")
+                continue
+            _say(f"{tag}notice: {notice}")
+        if emission.optimisation_change:
+            _say(f"{tag}note: {emission.optimisation_change}")
+        if file is None:
+            typer.echo(text, nl=False)
+            continue
+        _write(file, text)
+        _say(f"wrote {file}")
+        if format_ is Format.HYDRA:
+            typer.echo(f"{tag}{hydra_overrides(emission, hydra_prefix)}")
+    if table is not None:
+        written = [str(f.name) if f is not None and e.chosen is not None else None
+                   for e, f in zip(emissions, files, strict=True)]
+        text = markdown_table(source, emissions, written)
+        if any(e.chosen is not None for e in emissions):
+            _write(table, text)
+            _say(f"wrote {table}")
+        console.print(text, markup=False, soft_wrap=True, end="")
+    raise typer.Exit(1 if failed else 0)
+
