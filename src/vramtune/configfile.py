@@ -19,7 +19,15 @@ from typing import Any
 import yaml
 
 from vramtune.errors import UserError
-from vramtune.rules import BatchShape, Violation, suggest_fixes, violations
+from vramtune.rules import (
+    BatchShape,
+    ScalingPolicy,
+    Violation,
+    nearest_valid,
+    suggest_fixes,
+    valid_batch_settings,
+    violations,
+)
 
 # brax.training.agents.ppo.train's own defaults (brax 0.14.x): what ppo.train runs with when
 # a config leaves these out.
@@ -70,11 +78,22 @@ class BatchConfig:
 
 
 @dataclass(frozen=True)
+class PolicyOptions:
+    """Under one scaling policy: valid settings at this num_envs, else the nearest num_envs."""
+
+    policy: ScalingPolicy
+    shapes: tuple[BatchShape, ...]
+    below: int | None  # nearest valid num_envs, only when shapes is empty
+    above: int | None
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     config: BatchConfig
     device_count: int
     violations: tuple[Violation, ...]
     fixes: tuple[BatchShape, ...]
+    options: tuple[PolicyOptions, ...] = ()  # what each scaling policy allows (invalid only)
 
     @property
     def valid(self) -> bool:
@@ -250,7 +269,23 @@ def diagnose(config: BatchConfig, device_count: int = 1, fixes: int = 3) -> Diag
     if broken and min(shape.num_envs, shape.batch_size, shape.num_minibatches) >= 1:
         nearest = suggest_fixes(shape.num_envs, shape.batch_size, shape.num_minibatches,
                                 device_count, count=fixes)
-    return Diagnosis(config, device_count, tuple(broken), tuple(nearest))
+    return Diagnosis(config, device_count, tuple(broken), tuple(nearest),
+                     policy_options(shape, device_count) if nearest else ())
+
+
+def policy_options(shape: BatchShape, device_count: int = 1, count: int = 2
+                   ) -> tuple[PolicyOptions, ...]:
+    """For each scaling policy, taking this file's settings as the base: the valid settings
+    that keep num_envs, or the nearest num_envs on both sides when there are none."""
+    found = []
+    for policy in ScalingPolicy:
+        shapes = valid_batch_settings(policy, shape, shape.num_envs, device_count, count=count)
+        below = above = None
+        if not shapes:
+            below, above = nearest_valid(policy, shape, shape.num_envs, device_count,
+                                         limit=2 * max(shape.num_envs, shape.samples_per_update))
+        found.append(PolicyOptions(policy, tuple(shapes), below, above))
+    return tuple(found)
 
 
 def describe_fix(config: BatchConfig, fix: BatchShape) -> str:

@@ -76,6 +76,8 @@ def test_check_valid_invalid_unreadable_exit_codes(tmp_path):
     proc = run_cli("check", str(invalid), "--json", timeout=60)
     data = json.loads(proc.stdout)
     assert proc.returncode == 1 and data["valid"] is False and len(data["fixes"]) >= 2
+    assert data["by_policy"]["hold-env-steps"]["nearest_num_envs"] == [2048, 4096]
+    assert "hold-minibatch (batch_size 256 kept): 256 x 375" in run_cli("check", str(invalid)).stdout
 
     defaults = _write(tmp_path, "defaults.yaml", "ppo:\n  num_envs: 1000\n")
     proc = run_cli("check", str(defaults), timeout=60)

@@ -184,3 +184,15 @@ def test_bad_device_count(tmp_path):
 def test_zero_num_envs_is_invalid_not_a_crash(tmp_path):
     d = diagnose(load_config(write(tmp_path, "num_envs: 0\n")))
     assert not d.valid and d.violations[0].rule == "num_envs >= 1" and d.fixes == ()
+
+
+def test_invalid_config_lists_what_each_scaling_policy_allows(tmp_path):
+    d = diagnose(load_config(write(tmp_path, "num_envs: 3000\nbatch_size: 256\n"
+                                             "num_minibatches: 32\n")))
+    by_policy = {str(o.policy): o for o in d.options}
+    assert by_policy["hold-minibatch"].shapes[0].batch_size == 256
+    assert by_policy["hold-minibatch"].shapes[0].num_minibatches == 375
+    assert by_policy["hold-num-minibatches"].shapes[0].num_minibatches == 32
+    env_steps = by_policy["hold-env-steps"]
+    assert env_steps.shapes == () and (env_steps.below, env_steps.above) == (2048, 4096)
+    assert diagnose(load_config(write(tmp_path, "num_envs: 512\n", "ok.yaml"))).options == ()

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from vramtune.cli.common import console, print_json
-from vramtune.configfile import Diagnosis, describe_fix, diagnose, load_config
+from vramtune.configfile import Diagnosis, PolicyOptions, describe_fix, diagnose, load_config
+from vramtune.rules import BatchShape, ScalingPolicy
 
 
 def _as_dict(d: Diagnosis) -> dict:
@@ -21,6 +22,10 @@ def _as_dict(d: Diagnosis) -> dict:
         "fixes": [{"num_envs": f.num_envs, "batch_size": f.batch_size,
                    "num_minibatches": f.num_minibatches, "change": describe_fix(c, f)}
                   for f in d.fixes],
+        "by_policy": {str(o.policy): {"settings": [[s.batch_size, s.num_minibatches]
+                                                   for s in o.shapes],
+                                      "nearest_num_envs": [o.below, o.above]}
+                      for o in d.options},
         "notes": list(c.notes),
     }
 
@@ -51,7 +56,27 @@ def render(d: Diagnosis) -> list[str]:
         lines.append("nearest valid settings:")
         lines += [f"  - num_envs={f.num_envs} batch_size={f.batch_size} "
                   f"num_minibatches={f.num_minibatches}: {describe_fix(c, f)}" for f in d.fixes]
+    if d.options:
+        lines.append(f"by scaling policy (keeping num_envs={c.num_envs.value}):")
+        lines += [f"  - {_option(o, c.shape)}" for o in d.options]
     return lines
+
+
+_HOLDS = {ScalingPolicy.HOLD_MINIBATCH: "batch_size", ScalingPolicy.HOLD_NUM_MINIBATCHES:
+          "num_minibatches", ScalingPolicy.HOLD_ENV_STEPS: "batch_size x num_minibatches"}
+
+
+def _option(o: PolicyOptions, given: BatchShape) -> str:
+    held = _HOLDS[o.policy]
+    value = given.samples_per_update if o.policy is ScalingPolicy.HOLD_ENV_STEPS else \
+        getattr(given, held)
+    head = f"{o.policy} ({held} {value} kept): "
+    if o.shapes:
+        return head + " or ".join(f"{s.batch_size} x {s.num_minibatches}" for s in o.shapes)
+    sides = [f"{n} {side}" for n, side in ((o.below, "below"), (o.above, "above")) if n]
+    if not sides:
+        return head + "no num_envs is valid on this device count without changing it"
+    return head + "nothing valid at this num_envs; nearest num_envs " + " and ".join(sides)
 
 
 def check(
