@@ -68,6 +68,8 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
             objective: Objective, budget: int | None) -> str:
     if chosen is not None and r is chosen:
         return f"recommended ({objective})"
+    if r.status is Status.CRASH and r.error_type:
+        return f"crashed ({r.error_type})"
     if r.status is not Status.OK:
         return {Status.OOM: "out of memory", Status.TIMEOUT: "timed out", Status.CRASH: "crashed",
                 Status.INVALID: "invalid batch settings", Status.ERROR: "error"}[r.status]

@@ -42,7 +42,9 @@ COLUMNS = ("num_envs", "batch", "status", "alloc peak", "process peak", "host pe
 
 def comparison_rows(results: Sequence[TrialResult], rec: Recommendation,
                     budget_bytes: int | None) -> list[ComparisonRow]:
-    best = max((r.steps_per_s for r in results if r.steps_per_s), default=None)
+    # Relative to the best row the recommender could choose; over-headroom rows may exceed 100%.
+    best = rec.best_steps_per_s or max((r.steps_per_s for r in results if r.steps_per_s),
+                                       default=None)
     rows = []
     for r in sorted(results, key=lambda r: r.num_envs):
         peak = r.peak_bytes
@@ -89,7 +91,8 @@ def to_markdown(rows: Sequence[ComparisonRow], *, gpu: bool) -> str:
     for row in rows:
         cells = [c.replace("|", "\\|") for c in row_cells(row)]
         if row.recommended:
-            cells[0] = f"**{cells[0]}**"
+            # "**\* 256**": a bare "*** 256**" is no emphasis in GFM and shows the asterisks.
+            cells[0] = f"**\\* {row.num_envs}**"
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -34,6 +34,7 @@ class RunHeader:
     gpu_driver: str | None = None
     gpu_total_bytes: int | None = None
     cap: str | None = None
+    search: dict[str, Any] = field(default_factory=dict)  # start, max_envs, refine, objective
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     schema_version: int = SCHEMA_VERSION
 

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from vramtune import __version__
-from vramtune.cli import check_cmd, emit_cmd, trial_cmd
+from vramtune.cli import check_cmd, emit_cmd, sweep_cmd, trial_cmd
 from vramtune.errors import UserError
 
 app = typer.Typer(
@@ -31,6 +31,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 app.command("trial")(trial_cmd.trial)
 app.command("check")(check_cmd.check)
 app.command("emit-config")(emit_cmd.emit_config)
+app.command("sweep")(sweep_cmd.sweep)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,8 @@ from rich.console import Console
 from vramtune.units import SIZE_HELP, parse_size
 
 console = Console(highlight=False)
+if not console.is_terminal:  # logs and CI: wide enough that the comparison table never folds
+    console = Console(highlight=False, width=200)
 err_console = Console(stderr=True, highlight=False)
 
 BUDGET_HELP = (f"Memory budget. GPU: emulate a card this size (JAX's memory fraction is "
@@ -24,3 +26,8 @@ def budget(text: str | None) -> int | None:
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     sys.stdout.flush()
+
+
+def size_flag(nbytes: int) -> str:
+    """A --gpu-mem value a user can paste back: decimal GB when exact, else bytes."""
+    return f"{nbytes / 10**9:g}GB" if nbytes % 10**6 == 0 else str(nbytes)

@@ -13,12 +13,16 @@ _STATUS_STYLE = {"ok": "green", "oom": "red", "timeout": "yellow", "crash": "red
 
 
 def comparison_table(rows: Sequence[ComparisonRow], *, gpu: bool, title: str | None = None) -> Table:
+    """The sweep table; GPU-only memory columns are left out when no row has them (CPU)."""
     table = Table(title=title, show_lines=False, header_style="bold")
-    for i, name in enumerate(column_titles(gpu)):
-        table.add_column(name, justify="left" if i in (1, 2, 11) else "right",
-                         overflow="fold", no_wrap=i not in (11,))
-    for row in rows:
-        cells = row_cells(row)
+    all_cells = [row_cells(row) for row in rows]
+    keep = [i for i in range(len(column_titles(gpu)))
+            if not (i in (3, 4) and all(cells[i] == "n/a" for cells in all_cells))]
+    titles = column_titles(gpu)
+    for i in keep:
+        table.add_column(titles[i], justify="left" if i in (1, 2, 11) else "right",
+                         no_wrap=i != 11)
+    for row, cells in zip(rows, all_cells, strict=True):
         cells[2] = f"[{_STATUS_STYLE.get(row.status, 'white')}]{cells[2]}[/]"
-        table.add_row(*cells, style="bold" if row.recommended else None)
+        table.add_row(*(cells[i] for i in keep), style="bold" if row.recommended else None)
     return table

@@ -1,0 +1,140 @@
+"""The pure search planner: results so far -> the next num_envs to run, or done and why.
+
+Doubling from the start size over the sizes Brax's rules allow, until the first failure
+(out of memory, a peak over budget minus headroom, a timeout or a crash) or the maximum;
+then bisection between the last size that fit and the first that failed, on the valid
+grid, for up to ``refine`` more trials. Being pure, it is tested on recorded sequences, and
+``--resume`` replays it: the same results give the same next size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from vramtune.records import Status, TrialResult
+
+BOUNDARY_FAILURES = frozenset({Status.OOM, Status.TIMEOUT, Status.CRASH})
+
+
+class Phase(StrEnum):
+    DOUBLING = "doubling"
+    REFINING = "refining"
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    start: int
+    max_envs: int
+    refine: int
+    limit_bytes: int | None  # budget x (1 - headroom); None: only real failures count
+    is_valid: Callable[[int], bool]  # Brax's rules under the profile's scaling policy
+
+
+@dataclass(frozen=True)
+class Step:
+    phase: Phase
+    num_envs: int | None  # None when done
+    reason: str
+
+
+def failed(result: TrialResult, limit_bytes: int | None) -> bool:
+    """Past the boundary: ran out of memory, over the headroom line, or too slow / killed."""
+    if result.status in BOUNDARY_FAILURES:
+        return True
+    if result.status is Status.OK and limit_bytes is not None:
+        peak = result.peak_bytes
+        return peak is not None and peak > limit_bytes
+    return False
+
+
+def next_valid_at_least(n: int, space: SearchSpace) -> int | None:
+    for candidate in range(max(n, 1), space.max_envs + 1):
+        if space.is_valid(candidate):
+            return candidate
+    return None
+
+
+def doubling_sizes(space: SearchSpace) -> list[int]:
+    """start, 2 x start, ... snapped up to valid sizes, capped by max_envs (included if valid)."""
+    sizes: list[int] = []
+    target = space.start
+    while target <= space.max_envs:
+        size = next_valid_at_least(target, space)
+        if size is None:
+            break
+        if not sizes or size > sizes[-1]:
+            sizes.append(size)
+        target = max(size, target) * 2
+    if sizes and sizes[-1] < space.max_envs and space.is_valid(space.max_envs):
+        sizes.append(space.max_envs)
+    return sizes
+
+
+def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
+    by_size = {r.num_envs: r for r in results}
+    if space.start > space.max_envs:
+        return Step(Phase.DONE, None, f"start {space.start} is above the maximum {space.max_envs}")
+    ladder = doubling_sizes(space)
+    if not ladder:
+        return Step(Phase.DONE, None, f"no num_envs between {space.start} and {space.max_envs} "
+                                      f"satisfies Brax's batch rules for this profile")
+    # Phase 1: walk the doubling ladder until a failure.
+    first_fail: int | None = None
+    last_fit: int | None = None
+    for size in ladder:
+        result = by_size.get(size)
+        if result is None:
+            return Step(Phase.DOUBLING, size, f"doubling: {size} envs")
+        if result.status in (Status.ERROR, Status.INVALID):
+            return Step(Phase.DONE, None, f"stopped: num_envs={size} ended in {result.status} "
+                                          f"({_first_line(result.error_message)}); that is not a "
+                                          f"memory limit, fix the workload first")
+        if failed(result, space.limit_bytes):
+            first_fail = size
+            break
+        last_fit = size
+    if first_fail is None:
+        return Step(Phase.DONE, None, f"no failure up to the maximum {ladder[-1]} envs: the "
+                                      f"memory limit lies above it (raise --max-envs to look)")
+    if last_fit is None:
+        why = _failure_words(by_size[first_fail], space.limit_bytes)
+        return Step(Phase.DONE, None, f"the workload does not fit even at {first_fail} envs "
+                                      f"({why}): try a smaller --start, a larger budget, smaller "
+                                      f"networks or a shorter unroll_length")
+    # Phase 2: bisect between the last fit and the first failure, refine trials at most.
+    refined = [r for r in results if last_fit < r.num_envs < first_fail]
+    lo, hi = last_fit, first_fail
+    for r in sorted(refined, key=lambda r: r.num_envs):
+        if failed(r, space.limit_bytes):
+            hi = min(hi, r.num_envs)
+        elif r.status is Status.OK:
+            lo = max(lo, r.num_envs) if r.num_envs < hi else lo
+    if len(refined) >= space.refine:
+        return Step(Phase.DONE, None, f"boundary between {lo} (fits) and {hi} (fails) after "
+                                      f"{len(refined)} refinement trial(s)")
+    candidates = [n for n in range(lo + 1, hi) if space.is_valid(n) and n not in by_size]
+    if not candidates:
+        return Step(Phase.DONE, None, f"boundary found: {lo} fits, {hi} fails, and no valid size "
+                                      f"lies between")
+    midpoint = (lo + hi) / 2
+    size = min(candidates, key=lambda n: (abs(n - midpoint), -_roundness(n)))
+    return Step(Phase.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
+
+
+def _roundness(n: int) -> int:
+    """Trailing zero bits: prefer 1536 over 1535 when both are equally close."""
+    return (n & -n).bit_length()
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "no message").strip().splitlines()[-1][:160] if text else "no message"
+
+
+def _failure_words(result: TrialResult, limit_bytes: int | None) -> str:
+    if result.status is Status.OK:
+        return "its peak is over budget minus headroom"
+    return {Status.OOM: "out of memory", Status.TIMEOUT: "timed out",
+            Status.CRASH: "crashed"}.get(result.status, str(result.status))

@@ -1,0 +1,141 @@
+"""End-to-end sweeps through the real CLI: real trials, real OOMs, real signals."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import run_cli
+
+
+def _trials(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["kind"] == "header"
+    return [json.loads(line) for line in lines[1:]]
+
+
+def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path):
+    run_dir = tmp_path / "run"
+    # --no-cache: a warm compile cache skips compilation and its ~150 MB of host memory, which
+    # would move the CPU boundary depending on what ran before. 2048 envs never fit in 1.3 GB.
+    proc = run_cli("sweep", "--start", "256", "--max-envs", "2048", "--gpu-mem", "1.3GB",
+                   "--refine", "1", "--no-cache", "--out", str(run_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(run_dir)
+    sizes = [t["num_envs"] for t in trials]
+    statuses = [t["status"] for t in trials]
+    first_fail = next(i for i, t in enumerate(trials) if t["status"] != "ok")
+    assert statuses[first_fail] == "oom", statuses
+    assert sizes[:first_fail + 1] == [256, 512, 1024, 2048][:first_fail + 1]
+    assert first_fail >= 1, "512 envs fit in 1.3 GB"
+    assert len(sizes) == first_fail + 2  # one refinement trial, between the two
+    assert sizes[first_fail - 1] < sizes[-1] < sizes[first_fail]
+    oom = trials[first_fail]
+    assert "Out of memory" in oom["error_message"] or "RESOURCE_EXHAUSTED" in oom["error_message"]
+    out = proc.stdout
+    assert "oom" in out and "out of memory" in out
+    assert "host peak (RAM)" in out and "VRAM" not in out.replace("not VRAM", "")
+    chosen = int(out.split("recommended: num_envs=")[1].split(",")[0])
+    assert chosen < sizes[first_fail] and dict(zip(sizes, statuses, strict=True))[chosen] == "ok"
+    assert f"next: vramtune emit-config {run_dir} --gpu-mem 1.3GB" in out
+
+
+def _wait_for(proc: subprocess.Popen, text: str, lines: list[str], timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return
+    raise AssertionError(f"never saw {text!r}; output so far:\n{''.join(lines)}")
+
+
+def _start_sweep(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "vramtune.cli.app", "sweep", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _trial_children(pid: int) -> list[psutil.Process]:
+    return [p for p in psutil.Process(pid).children(recursive=True)
+            if "vramtune.child" in " ".join(p.cmdline())]
+
+
+def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _start_sweep("--start", "128", "--max-envs", "512", "--out", str(run_dir))
+    lines: list[str] = []
+    _wait_for(proc, "num_envs=128: ok", lines)
+    _wait_for(proc, "trial 2", lines)
+    time.sleep(3)
+    children = _trial_children(proc.pid)
+    assert children, "the second trial should be running"
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "| 128" in rest or " 128 " in rest  # the table of what was measured
+    assert f"vramtune sweep --resume {run_dir}" in rest
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, "a trial outlived the interrupted sweep"
+    assert [t["num_envs"] for t in _trials(run_dir)] == [128]
+
+    resumed = run_cli("sweep", "--resume", str(run_dir), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert summary["reused"] == 1
+    sizes = [t["num_envs"] for t in _trials(run_dir)]
+    assert sizes == [128, 256, 512]  # what an uninterrupted sweep measures, each once
+    assert summary["recommended"]["num_envs"] in sizes
+
+
+def test_sigterm_exits_143_and_leaves_no_trial(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _start_sweep("--start", "128", "--max-envs", "256", "--out", str(run_dir))
+    lines: list[str] = []
+    _wait_for(proc, "trial 1", lines)
+    time.sleep(2)
+    children = _trial_children(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive
+    assert _trials(run_dir) == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--start", "4096", "--max-envs", "1024"], "above --max-envs"),
+    (["--headroom", "-5%"], "--headroom"),
+    (["--refine", "-1"], "--refine"),
+    (["--gpu-mem", "8XB"], "--gpu-mem"),
+    (["--profile", "nope"], "unknown profile"),
+    (["--resume", "/nonexistent/run"], "no results"),
+])
+def test_bad_flags_are_one_line_errors(args, message):
+    proc = run_cli("sweep", *args, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()
+             and not line.startswith("note:")]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_objective_is_a_usage_error():
+    proc = run_cli("sweep", "--objective", "fastest", timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "fastest" in proc.stderr
+
+
+def test_results_from_another_schema_are_refused(tmp_path):
+    (tmp_path / "results.jsonl").write_text(json.dumps({"kind": "header", "schema_version": 99})
+                                            + "\n")
+    proc = run_cli("sweep", "--resume", str(tmp_path), timeout=60)
+    assert proc.returncode == 2 and "schema version 99" in proc.stderr
