@@ -45,6 +45,7 @@ class TrialResult:
     steps_per_s_min: float | None = None
     steps_per_s_max: float | None = None
     measured_intervals: int | None = None
+    measure_window_s: float | None = None  # steady-state time the median was taken over
     # JAX allocator (GPU backends only; CPU's memory_stats() is None)
     jax_peak_bytes_in_use: int | None = None
     jax_peak_pool_bytes: int | None = None

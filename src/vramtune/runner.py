@@ -176,6 +176,20 @@ class _Sampler(threading.Thread):
             self.nvml_process_peak = max(sum(ours), self.nvml_process_peak or 0)
 
 
+def gpu_fraction(budget_bytes: int | None, overhead_bytes: int | None, total_bytes: int) -> float:
+    """JAX's pool limit is fraction x the card's total; the process also holds the CUDA
+    context and libraries outside the pool, so they come off the budget first."""
+    if budget_bytes is None:
+        return DEFAULT_GPU_FRACTION
+    fraction = (budget_bytes - (overhead_bytes or 0)) / total_bytes
+    if fraction <= 0:
+        from vramtune.errors import UserError
+
+        raise UserError(f"budget {budget_bytes} B is below the measured per-process CUDA "
+                        f"overhead ({overhead_bytes} B): nothing can run in it")
+    return min(fraction, 1.0)
+
+
 def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | None) -> Cap:
     """The environment and limits that enforce the budget on this machine."""
     base_env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
@@ -186,19 +200,11 @@ def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | 
         assert nvml is not None and nvml.info is not None
         var = machine.mem_fraction_var()
         notes: list[str] = []
-        if budget_bytes is None:
-            fraction = DEFAULT_GPU_FRACTION
-        else:
-            overhead = overhead_bytes or 0
-            if overhead_bytes is None:
-                notes.append("per-process CUDA overhead unknown: the cap assumes none")
-            fraction = (budget_bytes - overhead) / nvml.info.total_bytes
-            if fraction <= 0:
-                from vramtune.errors import UserError
-
-                raise UserError(f"budget {budget_bytes} B is below the measured per-process CUDA "
-                                f"overhead ({overhead} B): nothing can run in it")
-            fraction = min(fraction, 1.0)
+        if budget_bytes is not None and overhead_bytes is None:
+            notes.append("per-process CUDA overhead unknown: the cap assumes none")
+        if budget_bytes is not None and budget_bytes > nvml.info.total_bytes:
+            notes.append(f"budget exceeds the card ({nvml.info.total_bytes} B): capped at the card")
+        fraction = gpu_fraction(budget_bytes, overhead_bytes, nvml.info.total_bytes)
         return Cap({**base_env, var: f"{fraction:.4f}"}, None, f"{var}={fraction:.4f}",
                    tuple(notes))
     if not machine.has_cuda_jax() and "JAX_PLATFORMS" not in os.environ:
@@ -354,6 +360,7 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         steps_per_s=child.get("steps_per_s"), steps_per_s_min=child.get("steps_per_s_min"),
         steps_per_s_max=child.get("steps_per_s_max"),
         measured_intervals=child.get("measured_intervals"),
+        measure_window_s=child.get("measure_window_s"),
         jax_peak_bytes_in_use=child.get("jax_peak_bytes_in_use"),
         jax_peak_pool_bytes=child.get("jax_peak_pool_bytes"),
         jax_bytes_limit=child.get("jax_bytes_limit"),
