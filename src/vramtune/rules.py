@@ -127,7 +127,9 @@ def nearest_fixes(num_envs: int, batch_size: int, num_minibatches: int,
             candidates.append((distance, BatchShape(n, bs, nmb)))
 
     given = BatchShape(num_envs, batch_size, num_minibatches)
-    below, above = nearest_valid(ScalingPolicy.HOLD_ENV_STEPS, given, num_envs, device_count)
+    # Under a fixed product no valid num_envs exceeds it: scanning further only costs time.
+    below, above = nearest_valid(ScalingPolicy.HOLD_ENV_STEPS, given, num_envs, device_count,
+                                 limit=max(batch_size * num_minibatches, 1))
     for n in (below, above):
         if n is not None:
             consider(n, batch_size, num_minibatches)
