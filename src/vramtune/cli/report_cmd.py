@@ -1,0 +1,127 @@
+"""`vramtune report` (one saved sweep: table, exports, plot) and `vramtune compare` (two)."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from vramtune import compare as cmp
+from vramtune.cli.common import console, err_console
+from vramtune.cli.tables import comparison_table
+from vramtune.recommend import Objective, choose
+from vramtune.report import comparison_rows, to_csv, to_json
+from vramtune.store import Run, load_run
+from vramtune.units import parse_percent
+
+
+class Format(StrEnum):
+    TABLE = "table"
+    MARKDOWN = "markdown"
+    CSV = "csv"
+    JSON = "json"
+
+
+def _load(path: str) -> Run:
+    run = load_run(path)
+    for warning in run.warnings:
+        err_console.print(f"[yellow]warning:[/] {warning}")
+    return run
+
+
+def _default_objective(run: Run) -> Objective:
+    """The objective the sweep used, when its header says (else throughput)."""
+    search = getattr(run.header, "search", None) or {}
+    try:
+        return Objective(search.get("objective", Objective.THROUGHPUT))
+    except ValueError:
+        return Objective.THROUGHPUT
+
+
+def report(
+    run_dir: Annotated[str, typer.Argument(help="A sweep's run directory (or its results.jsonl).",
+                                           show_default=False)],
+    format: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.TABLE,
+    plot: Annotated[Path | None, typer.Option(help="Also write a PNG plot here (needs "
+                                                   "vramtune[plot]).")] = None,
+    headroom: Annotated[str | None, typer.Option(help="Override the sweep's headroom, e.g. 15%.")]
+    = None,
+    objective: Annotated[Objective | None, typer.Option(help="Override the sweep's objective.")]
+    = None,
+) -> None:
+    """The comparison table of any saved sweep, re-choosing with its budget and headroom."""
+    headroom_fraction = None if headroom is None else parse_percent(headroom, what="--headroom")
+    run = _load(run_dir)
+    h = run.header
+    headroom_fraction = h.headroom_fraction if headroom_fraction is None else headroom_fraction
+    objective = objective or _default_objective(run)
+    rec = choose(run.results, h.budget_bytes, headroom_fraction, objective)
+    rows = comparison_rows(run.results, rec, h.budget_bytes)
+    if plot is not None:
+        from vramtune.plot import plot_run
+
+        written = plot_run(run, rec, plot, budget_bytes=h.budget_bytes,
+                           headroom_fraction=headroom_fraction)
+    if format is Format.CSV:
+        sys.stdout.write(to_csv(rows))
+    elif format is Format.JSON:
+        sys.stdout.write(to_json(rows))
+    elif format is Format.MARKDOWN:
+        sys.stdout.write(cmp.report_markdown(run, rec, rows, h.budget_bytes, headroom_fraction))
+    else:
+        console.print(f"run: {cmp.run_description(run)}")
+        title = (f"{h.profile_name}: headroom {headroom_fraction:.0%}, objective {objective}")
+        if rows:
+            console.print(comparison_table(rows, gpu=cmp.run_is_gpu(run), title=title))
+        else:
+            console.print("no trials in this run yet")
+        if run.results and not cmp.run_is_gpu(run):
+            console.print("[dim]CPU backend: memory figures are host RAM (peak RSS), not "
+                          "VRAM.[/dim]")
+        colour = "green" if rec.chosen else "red"
+        console.print(f"[bold {colour}]{cmp.recommendation_line(rec, h.budget_bytes)}[/]")
+    if plot is not None:
+        err_console.print(f"plot written to {written}")
+
+
+def _compare_table(a: Run, b: Run, rows: list[cmp.CompareRow]) -> Table:
+    table = Table(header_style="bold")
+    for i, title in enumerate(cmp.compare_titles(a, b)):
+        table.add_column(title, justify="left" if i in (1, 2) else "right", no_wrap=True)
+    for row in rows:
+        cells = cmp.compare_cells(row)
+        for i in (5, 8):
+            ratio = row.peak_ratio if i == 5 else row.steps_per_s_ratio
+            if ratio is not None and abs(ratio - 1) >= 0.05:
+                better = ratio < 1 if i == 5 else ratio > 1
+                cells[i] = f"[{'green' if better else 'red'}]{cells[i]}[/]"
+        table.add_row(*cells)
+    return table
+
+
+def compare(
+    run_a: Annotated[str, typer.Argument(help="First run directory (A).", show_default=False)],
+    run_b: Annotated[str, typer.Argument(help="Second run directory (B).", show_default=False)],
+    format: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.TABLE,
+) -> None:
+    """Two saved sweeps side by side (two GPUs, two versions): peaks, steps/s, B/A ratios."""
+    a, b = _load(run_a), _load(run_b)
+    rows = cmp.compare_rows(a, b)
+    if format is Format.CSV:
+        sys.stdout.write(cmp.compare_csv(rows))
+        for warning in cmp.compare_warnings(a, b):
+            err_console.print(f"[yellow]warning:[/] {warning}")
+    elif format is Format.JSON:
+        sys.stdout.write(cmp.compare_json(a, b, rows))
+    elif format is Format.MARKDOWN:
+        sys.stdout.write(cmp.compare_markdown(a, b, rows))
+    else:
+        for line in cmp.run_header_lines(a, b):
+            console.print(line)
+        for warning in cmp.compare_warnings(a, b):
+            console.print(f"[bold yellow]warning:[/] {warning}")
+        console.print(_compare_table(a, b, rows))
