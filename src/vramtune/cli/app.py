@@ -7,7 +7,7 @@ import sys
 import typer
 
 from vramtune import __version__
-from vramtune.cli import check_cmd, emit_cmd, report_cmd, sweep_cmd, trial_cmd
+from vramtune.cli import bench_cmd, check_cmd, emit_cmd, report_cmd, sweep_cmd, trial_cmd
 from vramtune.errors import UserError
 
 app = typer.Typer(
@@ -32,6 +32,7 @@ app.command("trial")(trial_cmd.trial)
 app.command("check")(check_cmd.check)
 app.command("emit-config")(emit_cmd.emit_config)
 app.command("sweep")(sweep_cmd.sweep)
+app.command("bench")(bench_cmd.bench_command)
 app.command("report")(report_cmd.report)
 app.command("compare")(report_cmd.compare)
 

@@ -1,0 +1,180 @@
+"""`vramtune bench`: the CI regression gate (exit 0 pass, 1 regression, 2 usage error)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vramtune import bench, fmt, machine
+from vramtune.cli.common import err_console, print_json
+from vramtune.errors import UserError
+from vramtune.nvml import Nvml
+from vramtune.profile import load_profile
+from vramtune.records import Status, TrialResult
+from vramtune.runner import TrialRequest, invalid_result, plan_cap, run_trial
+from vramtune.units import format_bytes, parse_percent
+
+
+def parse_num_envs_list(text: str) -> list[int]:
+    """'64,256' -> [64, 256]; one-line UserError for anything else."""
+    sizes: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise UserError(f"invalid --sizes {text!r}: {part!r} is not a whole number; "
+                            f"expected e.g. 64,256") from None
+        if value < 1:
+            raise UserError(f"invalid --sizes {text!r}: num_envs must be positive, got {value}")
+        if value not in sizes:
+            sizes.append(value)
+    if not sizes:
+        raise UserError(f"invalid --sizes {text!r}: expected num_envs such as 64,256")
+    return sizes
+
+
+def local_key(nvml: Nvml) -> bench.MachineKey:
+    """This machine's key before any trial ran (device count unknown until JAX is up)."""
+    cap = plan_cap(None, nvml, None)
+    on_gpu = any("MEM_FRACTION" in k for k in cap.env)
+    if on_gpu and nvml.info is not None:
+        return bench.MachineKey("gpu", nvml.info.name, None)
+    return bench.MachineKey("cpu", machine.cpu_model(), None)
+
+
+def _refuse_other_machine(path: Path, base: bench.Snapshot, here: bench.MachineKey,
+                          saving: bool) -> None:
+    action = "overwrite it" if saving else "compare anyway"
+    raise UserError(f"baseline {path} was measured on {base.machine.describe()}, this machine is "
+                    f"{here.describe()}: figures from another machine are not comparable "
+                    f"(use a baseline from this machine, or --force to {action})")
+
+
+def _progress_line(i: int, total: int, repeat: int, repeats: int, r: TrialResult) -> str:
+    if r.status is Status.OK:
+        what = (f"{format_bytes(r.peak_bytes)} {r.memory_label}, {fmt.rate(r.steps_per_s)} "
+                f"steps/s")
+    else:
+        first = (r.error_message or "").strip().splitlines()[:1]
+        what = f"{r.status}" + (f": {first[0][:120]}" if first else "")
+    return (f"[{i}/{total}] num_envs={r.num_envs} repeat {repeat}/{repeats}: {what} "
+            f"({fmt.seconds(r.wall_s)})")
+
+
+def _append_step_summary(markdown: str) -> None:
+    """GitHub Actions shows this file on the run's summary page."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return
+    try:
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")
+    except OSError as exc:
+        err_console.print(f"[yellow]warning:[/] cannot append to $GITHUB_STEP_SUMMARY ({exc})")
+
+
+def bench_command(
+    baseline: Annotated[Path, typer.Option("--baseline", help="Baseline JSON file (created with "
+                                                               "--save).", show_default=False)],
+    profile: Annotated[str, typer.Option(help="Built-in profile name or a profile YAML file.")]
+    = "quick",
+    sizes: Annotated[str, typer.Option(help="Comma-separated num_envs to measure.")] = "64,256",
+    repeat: Annotated[int, typer.Option(help="Trials per size, interleaved across sizes so machine "
+                                             "noise is spread over all of them.")] = 3,
+    save: Annotated[bool, typer.Option("--save", help="Write (or update) the baseline with these "
+                                                      "measurements instead of gating.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Compare with (or overwrite) a baseline "
+                                                        "from another machine.")] = False,
+    max_mem_increase: Annotated[str, typer.Option(
+        help="Peak memory increase that counts as a regression (memory is nearly "
+             "deterministic: keep it tight).")] = "5%",
+    max_speed_drop: Annotated[str, typer.Option(
+        help="steps/s drop that counts as a regression (throughput is noisy: keep it "
+             "loose).")] = "10%",
+    timeout: Annotated[float | None, typer.Option(help="Kill a trial after this many seconds "
+                                                      "(default: the profile's).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+) -> None:
+    """Run repeated trials and compare peak memory and steps/s with a stored baseline.
+
+    Exit 0: no regression. 1: a regression (or a trial failed where the baseline's was ok).
+    2: usage error (bad flag, missing baseline, baseline from another machine).
+    """
+    thresholds = bench.Thresholds(parse_percent(max_mem_increase, what="--max-mem-increase"),
+                                  parse_percent(max_speed_drop, what="--max-speed-drop"))
+    num_envs = parse_num_envs_list(sizes)
+    if repeat < 1:
+        raise UserError(f"--repeat must be at least 1, got {repeat}")
+    if timeout is not None and timeout <= 0:
+        raise UserError(f"--timeout must be positive, got {timeout:g}")
+    prof = load_profile(profile)
+    for n in num_envs:
+        invalid = invalid_result(TrialRequest(prof, n))
+        if invalid is not None:
+            raise UserError(f"--sizes: {invalid.error_message}")
+    old: bench.Snapshot | None = None
+    if baseline.exists() or not save:
+        old = bench.load_baseline(baseline)
+    nvml = Nvml()
+    here = local_key(nvml)
+    if old is not None and not old.machine.matches(here) and not force:
+        _refuse_other_machine(baseline, old, here, save)
+
+    # Interleaved: 64, 256, 64, 256 ... so a burst of load elsewhere hits every size alike.
+    # Compiled cold (no persistent cache): a warm cache lowers CPU peak RSS by ~20%, and CI
+    # runners start cold, so a cached baseline would read as a regression there.
+    plan = [(r + 1, n) for r in range(repeat) for n in num_envs]
+    results: list[TrialResult] = []
+    for i, (rep, n) in enumerate(plan, start=1):
+        if not json_out and err_console.is_terminal:  # a CI log gets one line per trial
+            err_console.print(f"[dim][{i}/{len(plan)}] num_envs={n} repeat {rep}/{repeat}…[/dim]")
+        result = run_trial(TrialRequest(prof, n, timeout_s=timeout, compile_cache_dir=None),
+                           nvml=nvml)
+        results.append(result)
+        if not json_out:
+            err_console.print(_progress_line(i, len(plan), rep, repeat, result))
+
+    key = bench.key_from_results(results, machine.cpu_model()) or here
+    if old is not None and not old.machine.matches(key) and not force:
+        _refuse_other_machine(baseline, old, key, save)
+    candidate = bench.snapshot_from_results(results, key, profile_dict=prof.to_dict())
+
+    if save:
+        failed = [r for r in results if r.status is not Status.OK]
+        if failed:
+            f = failed[0]
+            err_console.print(f"vramtune: error: not saving a baseline with failed trials: "
+                              f"num_envs={f.num_envs} {f.status} ({len(failed)} of {len(results)} "
+                              f"failed)")
+            raise typer.Exit(1)
+        comparable = old if (old is not None and old.machine.matches(key)
+                             and old.profile_hash == candidate.profile_hash) else None
+        report = bench.compare(comparable, candidate, thresholds)
+        new, note = bench.merge_for_save(old, candidate)
+        bench.save_baseline(baseline, new)
+        saved = (f"saved baseline {baseline}: num_envs "
+                 f"{', '.join(str(s.num_envs) for s in new.sizes)}, {repeat} repeat(s) each now")
+        if json_out:
+            print_json({**report.to_dict(), "saved": str(baseline), "save_note": note})
+        else:
+            sys.stdout.write(bench.to_markdown(report, title="vramtune bench --save"))
+            if note:
+                err_console.print(f"note: {note}")
+            err_console.print(saved)
+        raise typer.Exit(0)
+
+    assert old is not None
+    report = bench.compare(old, candidate, thresholds)
+    markdown = bench.to_markdown(report)
+    _append_step_summary(markdown)
+    if json_out:
+        print_json({**report.to_dict(), "baseline_file": str(baseline)})
+    else:
+        sys.stdout.write(markdown)
+    raise typer.Exit(0 if report.passed else 1)

@@ -1,0 +1,137 @@
+"""`vramtune bench` end to end: real trials, a real regression caught, usage errors exit 2.
+
+Kept cheap: one size (64 envs), two repeats per run, six real trials in all (~1.5 min on 2
+cores). Steps/s thresholds here are loose because other test runs share the machine; the
+memory gate, the thing under test, stays tight.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import run_cli
+from vramtune.machine import cpu_model
+from vramtune.profile import builtin_profiles
+
+GATE = ["--max-mem-increase", "10%", "--max-speed-drop", "90%"]
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bench") / "baseline.json"
+    proc = run_cli("bench", "--profile", "quick", "--sizes", "64", "--repeat", "2",
+                   "--baseline", str(path), "--save")
+    assert proc.returncode == 0, proc.stderr
+    assert "saved baseline" in proc.stderr
+    return path
+
+
+def _foreign(baseline: Path, tmp_path: Path) -> Path:
+    data = json.loads(baseline.read_text())
+    data["machine"]["device"] = "Some Other CPU @ 1.00GHz"
+    path = tmp_path / "foreign.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_save_writes_a_keyed_baseline(baseline):
+    data = json.loads(baseline.read_text())
+    assert data["kind"] == "vramtune-bench-baseline"
+    assert data["machine"] == {"backend": "cpu", "device": cpu_model(), "device_count": 1}
+    assert data["profile_name"] == "quick" and len(data["profile_hash"]) == 16
+    assert data["versions"]["jax"] and data["compile_cache"] is False
+    [size] = data["sizes"]
+    assert size["num_envs"] == 64 and size["memory_label"] == "host RAM"
+    assert [s["status"] for s in size["samples"]] == ["ok", "ok"]
+    assert all(s["peak_bytes"] > 100 * 2**20 and s["steps_per_s"] > 0 for s in size["samples"])
+
+
+def test_identical_run_passes_and_writes_the_step_summary(baseline, tmp_path):
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    proc = run_cli("bench", "--sizes", "64", "--repeat", "2", "--baseline", str(baseline), *GATE,
+                   env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "**PASS: no regression**" in proc.stdout
+    assert "| 64 | peak host RAM |" in proc.stdout and "🔴" not in proc.stdout
+    text = summary.read_text()
+    assert text.startswith("earlier step\n") and "| num_envs | metric |" in text
+
+
+def test_larger_network_is_caught_as_a_memory_regression(baseline, tmp_path):
+    data = yaml.safe_load(builtin_profiles()["quick"].read_text())
+    data["name"] = "quick-wide"
+    data["network"] = {"policy_hidden_layer_sizes": [1024] * 4,
+                       "value_hidden_layer_sizes": [1024] * 4}
+    wide = tmp_path / "wide.yaml"
+    wide.write_text(yaml.safe_dump(data))
+    summary = tmp_path / "summary.md"
+    proc = run_cli("bench", "--profile", str(wide), "--sizes", "64", "--repeat", "2",
+                   "--baseline", str(baseline), *GATE, "--json",
+                   env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["passed"] is False
+    memory = next(r for r in report["rows"] if r["metric"] == "memory")
+    assert memory["verdict"] == "worse", memory
+    assert memory["change"] > 0.15  # measured: ~+30% peak RSS at 64 envs
+    assert min(memory["candidate_values"]) > max(memory["baseline_values"])
+    assert any("profile differs" in n for n in report["notes"])
+    markdown = summary.read_text()
+    assert "🔴 worse" in markdown and "**FAIL:" in markdown
+
+
+def test_other_machine_refused_before_any_trial(baseline, tmp_path):
+    foreign = _foreign(baseline, tmp_path)
+    for extra in ([], ["--save"]):
+        proc = run_cli("bench", "--sizes", "64", "--baseline", str(foreign), *extra, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and "Some Other CPU" in lines[0] and "--force" in lines[0]
+        assert "[1/" not in proc.stderr  # refused before running anything
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sizes", "64,abc"], "not a whole number"),
+    (["--sizes", "-64"], "must be positive"),
+    (["--sizes", ""], "expected num_envs"),
+    (["--repeat", "0"], "--repeat"),
+    (["--max-mem-increase", "lots"], "--max-mem-increase"),
+    (["--max-speed-drop", "100%"], "--max-speed-drop"),
+    (["--timeout", "0"], "--timeout"),
+    (["--profile", "no-such"], "unknown profile"),
+])
+def test_bad_arguments_exit_2(tmp_path, args, message):
+    # checked before the baseline is even read: no file needed
+    proc = run_cli("bench", "--baseline", str(tmp_path / "b.json"), *args, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1
+
+
+def test_missing_baseline_without_save_exits_2(tmp_path):
+    proc = run_cli("bench", "--baseline", str(tmp_path / "none.json"), timeout=60)
+    assert proc.returncode == 2
+    assert "no baseline at" in proc.stderr and "--save" in proc.stderr
+
+
+def test_size_the_rules_reject_exits_2(tmp_path):
+    data = yaml.safe_load(builtin_profiles()["quick"].read_text())
+    data["scaling"] = "hold-env-steps"
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(yaml.safe_dump(data))
+    proc = run_cli("bench", "--profile", str(strict), "--sizes", "64,100", "--baseline",
+                   str(tmp_path / "b.json"), timeout=60)
+    assert proc.returncode == 2
+    assert "num_envs=100" in proc.stderr and "nearest valid" in proc.stderr
+
+
+def test_damaged_baseline_exits_2(tmp_path):
+    path = tmp_path / "b.json"
+    path.write_text("{")
+    proc = run_cli("bench", "--baseline", str(path), timeout=60)
+    assert proc.returncode == 2 and "cannot read baseline" in proc.stderr
