@@ -8,6 +8,7 @@ stdout as ``@@vramtune {json}`` lines the parent parses.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import resource
@@ -57,8 +58,14 @@ class _Enough(Exception):
     """Raised from progress_fn once steady-state throughput is measured."""
 
 
+_IMPORTLIB = os.path.dirname(importlib.__file__) + os.sep
+
+
 def _location(exc: BaseException) -> str | None:
     frames = traceback.extract_tb(exc.__traceback__)
+    # importlib's own frames say nothing about which import failed: point at the caller's.
+    frames = [f for f in frames if not f.filename.startswith(("<frozen importlib", _IMPORTLIB))
+              ] or frames
     if not frames:
         return None
     last = frames[-1]
@@ -105,7 +112,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                       device_count=jax.device_count())
         phase = "build_env"
         emit(phase="building")
-        environment, extra = build_environment(profile)
+        environment, extra = build_environment(profile, spec["num_envs"],
+                                               lambda info: emit(workload=info))
         phase = "train"
         measure = profile.measure
         num_envs, batch_size = spec["num_envs"], spec["batch_size"]

@@ -18,6 +18,7 @@ import yaml
 
 from vramtune.errors import UserError
 from vramtune.rules import BatchShape, ScalingPolicy, scale_batch
+from vramtune.workloads import check_profile_source
 
 # ppo.train kwargs that vramtune owns: set per trial, never by the profile's `ppo:` block.
 MANAGED_PPO_KEYS = frozenset({"num_envs", "num_timesteps", "num_evals", "progress_fn",
@@ -43,6 +44,7 @@ class Profile:
     description: str = ""
     backend: str | None = None  # brax physics backend (generalized, mjx, positional, spring)
     impl: str | None = None  # Playground physics implementation (jax, warp)
+    domain_randomization: bool = False  # Playground: train with its domain randomizer
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     episode_length: int = 1000
     action_repeat: int = 1
@@ -83,6 +85,8 @@ class Profile:
         data = asdict(self)
         data["scaling"] = str(self.scaling)
         data.pop("source")
+        if not self.domain_randomization:
+            data.pop("domain_randomization")  # keeps the hashes of profiles that predate it
         return data
 
     @property
@@ -94,7 +98,8 @@ class Profile:
 
 _TOP_KEYS = {f for f in Profile.__dataclass_fields__ if f != "source"}
 _MEASURE_KEYS = set(Measure.__dataclass_fields__)
-_NETWORK_KEYS = {"policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation"}
+_NETWORK_KEYS = {"policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation",
+                 "policy_obs_key", "value_obs_key"}
 
 
 def _check_keys(data: dict[str, Any], valid: set[str], where: str) -> None:
@@ -133,6 +138,10 @@ def profile_from_dict(data: Any, *, source: str = "<dict>") -> Profile:
         profile = Profile(**kwargs, source=source)
     except TypeError as exc:
         raise UserError(f"profile {source}: {exc}") from None
+    if not isinstance(profile.domain_randomization, bool):
+        raise UserError(f"profile {source}: domain_randomization must be true or false")
+    check_profile_source(profile.env, profile.backend, profile.impl, profile.ppo,
+                         profile.domain_randomization, f"profile {source}")
     if profile.start_envs is not None and (not isinstance(profile.start_envs, int)
                                            or profile.start_envs < 1):
         raise UserError(f"profile {source}: start_envs must be a positive integer")

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from vramtune import __version__
-from vramtune.cli import bench_cmd, check_cmd, emit_cmd, report_cmd, sweep_cmd, trial_cmd
+from vramtune.cli import bench_cmd, check_cmd, emit_cmd, profiles_cmd, report_cmd, sweep_cmd, trial_cmd
 from vramtune.errors import UserError
 
 app = typer.Typer(
@@ -31,6 +31,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 app.command("trial")(trial_cmd.trial)
 app.command("check")(check_cmd.check)
 app.command("emit-config")(emit_cmd.emit_config)
+app.command("profiles")(profiles_cmd.profiles)
+app.command("init-profile")(profiles_cmd.init_profile)
 app.command("sweep")(sweep_cmd.sweep)
 app.command("bench")(bench_cmd.bench_command)
 app.command("report")(report_cmd.report)

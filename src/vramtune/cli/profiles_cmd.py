@@ -1,0 +1,90 @@
+"""`vramtune profiles` and `vramtune init-profile`: the workloads shipped, and a starter file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vramtune import machine
+from vramtune.cli.common import console, err_console, print_json
+from vramtune.errors import UserError
+from vramtune.profile import Profile, builtin_profiles, load_profile, profile_from_dict
+from vramtune.workloads import (
+    BRAX_BACKENDS,
+    parse_source,
+    render_profile_yaml,
+    starter_profile,
+)
+
+
+def _physics(profile: Profile) -> str:
+    kind = parse_source(profile.env).kind
+    if kind == "brax":
+        return f"backend {profile.backend or 'default'}"
+    if kind == "playground":
+        return f"impl {profile.impl or 'auto'}"
+    return "user factory"
+
+
+def profiles(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
+) -> None:
+    """List the built-in profiles: name, environment source, physics, description."""
+    loaded = [load_profile(name) for name in sorted(builtin_profiles())]
+    if json_out:
+        print_json([{"name": p.name, "env": p.env, "backend": p.backend, "impl": p.impl,
+                     "num_envs": p.num_envs, "description": p.description, "path": p.source}
+                    for p in loaded])
+        return
+    rows = [("name", "env", "physics", "description")]
+    rows += [(p.name, p.env, _physics(p), p.description) for p in loaded]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    # Plain lines, one per profile, whatever the terminal width: easy to grep and pipe.
+    for row in rows:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True))
+                   + "  " + row[3])
+
+
+def init_profile(
+    env: Annotated[str, typer.Option("--env", help="brax:<name>, playground:<Name> or "
+                                                   "package.module:factory.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Profile YAML to write.")],
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    name: Annotated[str | None, typer.Option(help="Profile name (default: from the env).")]
+    = None,
+    backend: Annotated[str | None, typer.Option(
+        help=f"brax physics backend ({', '.join(BRAX_BACKENDS)}; default generalized).")] = None,
+) -> None:
+    """Write a starter profile filled from the source's canonical config (Playground:
+    brax_ppo_config; brax: Brax's published PPO settings; factory: a template)."""
+    source = parse_source(env)
+    if backend is not None and source.kind != "brax":
+        raise UserError("--backend applies to brax: sources only")
+    if backend is not None and backend not in BRAX_BACKENDS:
+        raise UserError(f"--backend {backend!r} is not one of {', '.join(BRAX_BACKENDS)}")
+    if output.exists() and not force:
+        raise UserError(f"{output} exists; pass --force to overwrite it")
+    if output.is_dir():
+        raise UserError(f"{output} is a directory")
+    if not output.parent.is_dir():
+        raise UserError(f"cannot write {output}: folder {output.parent} does not exist")
+    if err_console.is_terminal:  # keep piped stderr to the one line an error needs
+        err_console.print(f"[dim]reading the canonical config of {env}…[/dim]")
+    data, origin = starter_profile(env, backend)
+    if name:
+        data["name"] = name
+    profile_from_dict(data, source=str(output))  # never write a file that would not load
+    packages = ("playground", "brax") if source.kind == "playground" else ("brax",)
+    used = {k: v for k, v in machine.versions().items() if k in packages}
+    text = render_profile_yaml(data, origin, used)
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise UserError(f"cannot write {output}: {exc.strerror or exc}") from None
+    profile = load_profile(output)
+    console.print(f"wrote {output}: profile {profile.name!r} ({profile.env}, num_envs "
+                  f"{profile.num_envs}, batch {profile.batch_size} x {profile.num_minibatches}, "
+                  f"unroll {profile.unroll_length})")
+    console.print(f"try it: vramtune trial --profile {output} --num-envs {profile.first_size}")
