@@ -95,6 +95,11 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     phase = "import"
     try:
         emit(phase="importing")
+        if spec["profile"].get("env", "").startswith("brax:") and \
+                os.environ.get("VRAMTUNE_IMPORT_WARP") != "1":
+            # brax imports mujoco.mjx, which imports NVIDIA Warp if installed (~1.2 s of a
+            # ~2.4 s import) though no brax backend uses it; mjx catches the ImportError.
+            sys.modules.setdefault("warp", None)  # type: ignore[arg-type]
         import jax
 
         cache_dir = spec.get("compile_cache_dir")
@@ -119,6 +124,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         num_envs, batch_size = spec["num_envs"], spec["batch_size"]
         num_minibatches = spec["num_minibatches"]
         kwargs = dict(profile.ppo)
+        # Evaluation rollouts are not training: they would sit inside the measured intervals.
+        # A profile that wants their memory counted says run_evals: true.
+        kwargs.setdefault("run_evals", False)
         kwargs.update(extra)
         kwargs.update(batch_size=batch_size, num_minibatches=num_minibatches)
         unroll = int(kwargs.get("unroll_length", 10))
@@ -163,6 +171,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             raise RuntimeError(f"training ended after {len(marks)} progress reports; "
                                f"{measure.min_intervals} steady intervals were needed")
         result.update(status="ok", steps_per_s=statistics.median(rates),
+                      measure_window_s=timed[-1][0] - timed[0][0],
                       steps_per_s_min=min(rates), steps_per_s_max=max(rates),
                       measured_intervals=len(rates))
     except BaseException as exc:  # noqa: BLE001 - the record must say what happened
