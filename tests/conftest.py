@@ -28,3 +28,13 @@ def run_cli(*args: str, timeout: float = 600, env: dict[str, str] | None = None,
     return subprocess.run([sys.executable, "-m", "vramtune.cli.app", *args], capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})},
                           cwd=cwd)
+
+
+def assert_golden(relative: str, text: str) -> None:
+    """Compare with tests/golden/<relative>; VRAMTUNE_UPDATE_GOLDEN=1 rewrites it instead."""
+    path = GOLDEN / relative
+    if os.environ.get("VRAMTUNE_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"{path} missing: run with VRAMTUNE_UPDATE_GOLDEN=1 to create it"
+    assert text == path.read_text(), f"{relative} differs from its golden file"

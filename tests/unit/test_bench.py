@@ -7,11 +7,10 @@ an intended change with ``VRAMTUNE_UPDATE_GOLDEN=1 pytest tests/unit/test_bench.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
-from tests.conftest import GOLDEN
+from tests.conftest import assert_golden as shared_assert_golden
 from vramtune import bench
 from vramtune.bench import MachineKey, Thresholds, Verdict, judge
 from vramtune.errors import UserError
@@ -23,12 +22,7 @@ VERSIONS = {"python": "3.12.0", "jax": "0.9.2", "brax": "0.14.2", "vramtune": "0
 
 
 def assert_golden(name: str, text: str) -> None:
-    path = GOLDEN / "bench" / name
-    if os.environ.get("VRAMTUNE_UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert path.exists(), f"{path} missing: run with VRAMTUNE_UPDATE_GOLDEN=1 to create it"
-    assert text == path.read_text(), f"{name} differs from its golden file"
+    shared_assert_golden(f"bench/{name}", text)
 
 
 def trial(n: int, peak_mib: float | None, rate: float | None, status: Status = Status.OK,

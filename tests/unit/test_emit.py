@@ -7,13 +7,13 @@ and review the diff.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import GOLDEN
+from tests.conftest import assert_golden as shared_assert_golden
 from vramtune.configfile import diagnose, parse_config
 from vramtune.emit import (
     CPU_NOTICE,
@@ -48,12 +48,7 @@ PROFILE = {
 
 
 def assert_golden(name: str, text: str) -> None:
-    path = GOLDEN_DIR / name
-    if os.environ.get("VRAMTUNE_UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert path.exists(), f"{path} missing: run with VRAMTUNE_UPDATE_GOLDEN=1 to create it"
-    assert text == path.read_text(), f"{name} differs from its golden file"
+    shared_assert_golden(f"emit/{name}", text)
 
 
 def header(*, budget: int | None, gpu: bool, profile: dict | None = None,

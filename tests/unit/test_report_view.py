@@ -9,11 +9,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
-from tests.conftest import GOLDEN
+from tests.conftest import assert_golden as shared_assert_golden
 from vramtune import compare as cmp
 from vramtune.recommend import Objective, choose
 from vramtune.records import Status, TrialResult
@@ -26,12 +25,7 @@ VERSIONS = {"python": "3.12.0", "jax": "0.9.2", "jaxlib": "0.9.2", "brax": "0.14
 
 
 def assert_golden(name: str, text: str) -> None:
-    path = GOLDEN / "report" / name
-    if os.environ.get("VRAMTUNE_UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert path.exists(), f"{path} missing: run with VRAMTUNE_UPDATE_GOLDEN=1 to create it"
-    assert text == path.read_text(), f"{name} differs from its golden file"
+    shared_assert_golden(f"report/{name}", text)
 
 
 def cpu_trial(n: int, peak_mib: float | None, rate: float | None,
