@@ -23,10 +23,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--size", type=int, default=256)
+    parser.add_argument("--cold", action="store_true", help="no persistent compile cache")
     args = parser.parse_args()
     banner("trial benchmarks (quick profile)")
     profile = load_profile("quick")
-    cache = str(default_cache_dir() / "jax")
+    cache = None if args.cold else str(default_cache_dir() / "jax")
+    print(f"size {args.size}, compile cache {'off (cold)' if args.cold else 'on'}")
     rates: dict[str, list[float]] = {"sampling": [], "no sampling": []}
     overheads: list[float] = []
     imports: list[float] = []

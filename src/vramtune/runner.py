@@ -149,11 +149,23 @@ class _Sampler(threading.Thread):
             root = psutil.Process(self.pid)
         except psutil.Error:
             return
+        procs: list[psutil.Process] = [root]
+        tick = 0
         while not self.stop_event.is_set():
-            try:
-                procs = [root, *root.children(recursive=True)]
-                rss = sum(p.memory_info().rss for p in procs)
-            except psutil.Error:
+            if tick % 10 == 0:  # finding children scans all of /proc: once a second is enough
+                try:
+                    procs = [root, *root.children(recursive=True)]
+                except psutil.Error:
+                    break
+            tick += 1
+            rss = 0
+            for proc in procs:
+                try:
+                    rss += proc.memory_info().rss
+                except psutil.Error:
+                    if proc is root:
+                        self.stop_event.set()
+            if self.stop_event.is_set():
                 break
             self.tree_rss_peak = max(rss, self.tree_rss_peak or 0)
             if self.nvml is not None and self.nvml.available:
