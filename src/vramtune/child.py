@@ -143,8 +143,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             if len(marks) == 1:
                 emit(phase="warming up", first_epoch_s=now - start)
             if len(marks) == 1 + measure.warmup_intervals:
-                # Everything before steady state is one-off cost: the first epoch's compile
-                # and the retrace brax's second epoch pays (its inputs come back re-sharded).
+                # Everything before steady state is one-off cost: brax compiles its epoch at
+                # the first call and again at the second (JAX_LOG_COMPILES shows both).
                 result["compile_s"] = now - start
                 emit(phase="measuring", compile_s=result["compile_s"])
             if len(marks) <= 1 + measure.warmup_intervals:
