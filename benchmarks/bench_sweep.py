@@ -55,6 +55,23 @@ def main() -> None:
             print(f"uncapped sweep 128..1024, {label} compile cache: wall {wall:.1f} s, "
                   f"sum of compile_s {compile_total:.1f} s, {len(data['results'])} trials")
         print(f"compile cache speed-up: {walls[0] / walls[1]:.2f}x sweep wall (cold/warm)")
+        # Warm standby (the next trial's process imports while this one compiles), warm
+        # cache both ways, interleaved twice.
+        by_mode: dict[str, list[float]] = {"--standby": [], "--no-standby": []}
+        overheads: dict[str, list[float]] = {"--standby": [], "--no-standby": []}
+        for i in range(2):
+            for flag in by_mode:
+                data, wall = sweep(["--start", "128", "--max-envs", "1024", flag,
+                                    "--out", f"{tmp}/sb{i}{flag}"], cache_home)
+                by_mode[flag].append(wall)
+                for r in data["results"]:
+                    overheads[flag].append((r["wall_s"] - r["compile_s"] - r["measure_window_s"])
+                                           / r["wall_s"])
+        for flag, values in by_mode.items():
+            print(f"sweep 128..1024 {flag}: walls {', '.join(f'{v:.1f}' for v in values)} s; "
+                  f"per-trial overhead median {sorted(overheads[flag])[len(overheads[flag]) // 2]:.0%}")
+        print(f"standby speed-up: {min(by_mode['--no-standby']) / min(by_mode['--standby']):.2f}x "
+              f"(best of 2 each)")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ def emit(**event: Any) -> None:
     sys.stdout.flush()
 
 
-def die_with_parent() -> None:
+def die_with_parent(*, watch_stdin: bool = True) -> None:
     """Make sure a SIGKILLed parent leaves no trial running."""
     parent = os.getppid()
     try:
@@ -41,17 +41,39 @@ def die_with_parent() -> None:
         pass
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(137)
-    if os.environ.get("VRAMTUNE_WATCH_STDIN") == "1":
-        # Belt and braces: PDEATHSIG follows the parent *thread*; stdin EOF follows the process.
-        def watch() -> None:
-            try:
-                while sys.stdin.buffer.read(65536):
-                    pass
-            except OSError:
-                pass
-            os._exit(137)
+    if watch_stdin:
+        watch_parent_stdin()
 
-        threading.Thread(target=watch, daemon=True, name="vramtune-parent-watch").start()
+
+def watch_parent_stdin() -> None:
+    """Belt and braces: PDEATHSIG follows the parent *thread*; stdin EOF follows the process."""
+    if os.environ.get("VRAMTUNE_WATCH_STDIN") != "1":
+        return
+
+    def watch() -> None:
+        try:
+            while sys.stdin.buffer.read(65536):
+                pass
+        except OSError:
+            pass
+        os._exit(137)
+
+    threading.Thread(target=watch, daemon=True, name="vramtune-parent-watch").start()
+
+
+def block_warp() -> None:
+    """brax imports mujoco.mjx, which imports NVIDIA Warp if installed (~1.2 s of a ~2.4 s
+    import) though no brax backend uses it; mjx catches the ImportError."""
+    if os.environ.get("VRAMTUNE_IMPORT_WARP") != "1":
+        sys.modules.setdefault("warp", None)  # type: ignore[arg-type]
+
+
+def preimport() -> None:
+    """What every trial imports, without touching a device (backends stay uninitialised)."""
+    import jax  # noqa: F401
+    from brax.training.agents.ppo import train  # noqa: F401
+
+    from vramtune import workloads  # noqa: F401
 
 
 class _Enough(Exception):
@@ -95,11 +117,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     phase = "import"
     try:
         emit(phase="importing")
-        if spec["profile"].get("env", "").startswith("brax:") and \
-                os.environ.get("VRAMTUNE_IMPORT_WARP") != "1":
-            # brax imports mujoco.mjx, which imports NVIDIA Warp if installed (~1.2 s of a
-            # ~2.4 s import) though no brax backend uses it; mjx catches the ImportError.
-            sys.modules.setdefault("warp", None)  # type: ignore[arg-type]
+        if spec["profile"].get("env", "").startswith("brax:"):
+            block_warp()
         import jax
 
         cache_dir = spec.get("compile_cache_dir")
@@ -184,12 +203,30 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[1]).read_text())
-    limit = spec.get("rlimit_data_bytes")
+def _set_limit(limit: int | str | None) -> None:
     if limit:
         resource.setrlimit(resource.RLIMIT_DATA, (int(limit), int(limit)))
-    die_with_parent()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) > 1 and argv[1] == "--standby":
+        # A warm standby: capped and imported while the previous trial runs, it waits for
+        # its spec on stdin, so a sweep does not pay ~1 s of imports per trial.
+        _set_limit(os.environ.get("VRAMTUNE_RLIMIT_DATA"))
+        die_with_parent(watch_stdin=False)
+        if os.environ.get("VRAMTUNE_BLOCK_WARP") == "1":
+            block_warp()
+        preimport()
+        emit(phase="ready")
+        line = sys.stdin.readline().strip()
+        if not line:
+            os._exit(0)  # the parent closed us: no trial came
+        watch_parent_stdin()
+        spec = json.loads(Path(line).read_text())
+    else:
+        spec = json.loads(Path(argv[1]).read_text())
+        _set_limit(spec.get("rlimit_data_bytes"))
+        die_with_parent()
     result = run(spec)
     out = Path(spec["result_path"])
     tmp = out.with_suffix(".tmp")

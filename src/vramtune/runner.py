@@ -259,9 +259,83 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
+def child_env(cap: Cap) -> dict[str, str]:
+    """The trial child's environment: ours, plus the cap, minus a stale fraction variable."""
+    env = {**os.environ, **cap.env, "VRAMTUNE_WATCH_STDIN": "1", "PYTHONUNBUFFERED": "1"}
+    for stale in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"):
+        if stale not in cap.env:
+            env.pop(stale, None)
+    return env
+
+
+class Standby:
+    """A trial child started ahead of time: capped, imports done, waiting for its spec.
+
+    Spawned by the executor from the main thread while the previous trial compiles (never
+    from a reader thread: PR_SET_PDEATHSIG fires when the *thread* that forked exits), and
+    SIGSTOPped if it is still importing when that trial starts measuring. JAX backends are
+    not initialised by imports, so it holds no device memory while it waits.
+    """
+
+    def __init__(self, cap: Cap, block_warp: bool) -> None:
+        self.key = standby_key(cap, block_warp)
+        env = {**child_env(cap), "VRAMTUNE_RLIMIT_DATA": str(cap.rlimit_data_bytes or ""),
+               "VRAMTUNE_BLOCK_WARP": "1" if block_warp else "0"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "vramtune.child", "--standby"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.reader = _Reader(self.proc.stdout, None)
+        self.reader.start()
+        self.paused = False
+
+    def ready(self) -> bool:
+        return self.reader.last_event.get("phase") == "ready"
+
+    def usable(self) -> bool:
+        try:
+            return psutil.Process(self.proc.pid).status() not in (psutil.STATUS_ZOMBIE,
+                                                                  psutil.STATUS_DEAD)
+        except psutil.Error:
+            return False
+
+    def pause(self) -> None:
+        if not self.ready() and not self.paused and self.usable():
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.paused:
+            try:
+                os.killpg(self.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            self.paused = False
+
+    def close(self) -> None:
+        _kill_group(self.proc)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def standby_key(cap: Cap, block_warp: bool) -> tuple[Any, ...]:
+    return (tuple(sorted(cap.env.items())), cap.rlimit_data_bytes, block_warp)
+
+
+def wants_blocked_warp(profile: Profile) -> bool:
+    return profile.env.startswith("brax:")
+
+
 def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
-              nvml: Nvml | None = None, overhead_bytes: int | None = None) -> TrialResult:
-    """Run one trial to completion (or its limit) and return its record."""
+              nvml: Nvml | None = None, overhead_bytes: int | None = None,
+              standby: Standby | None = None,
+              on_tick: Callable[[], None] | None = None) -> TrialResult:
+    """Run one trial to completion (or its limit) and return its record.
+
+    With a matching ``standby`` the trial runs in it (its imports already done, so wall_s
+    starts at the hand-over); ``on_tick`` is called from this thread while the trial runs.
+    """
     invalid = invalid_result(request)
     if invalid is not None:
         return invalid
@@ -279,16 +353,27 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
                 "compile_cache_dir": request.compile_cache_dir}
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(spec))
-        env = {**os.environ, **cap.env, "VRAMTUNE_WATCH_STDIN": "1", "PYTHONUNBUFFERED": "1"}
-        for stale in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"):
-            if stale not in cap.env:
-                env.pop(stale, None)
+        notes = list(cap.notes)
+        if standby is not None and (standby.key != standby_key(cap, wants_blocked_warp(profile))
+                                    or not standby.usable()):
+            standby.close()
+            standby = None
         started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "vramtune.child", str(spec_path)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        reader = _Reader(proc.stdout, on_event)
-        reader.start()
+        if standby is not None:
+            standby.resume()
+            proc, reader = standby.proc, standby.reader
+            reader.on_event = on_event
+            assert proc.stdin is not None
+            proc.stdin.write(f"{spec_path}\n".encode())
+            proc.stdin.flush()
+            notes.append("ran in a warm standby process: imports done before the trial began")
+        else:
+            proc = subprocess.Popen([sys.executable, "-m", "vramtune.child", str(spec_path)],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, env=child_env(cap),
+                                    start_new_session=True)
+            reader = _Reader(proc.stdout, on_event)
+            reader.start()
         if on_event:
             on_event({"pid": proc.pid, "num_envs": request.num_envs})
         sampler = None
@@ -308,6 +393,8 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
                     _kill_group(proc)
                     _, exit_status, rusage = os.wait4(proc.pid, 0)
                     break
+                if on_tick:
+                    on_tick()
                 time.sleep(0.02)
         except BaseException:
             # Ctrl-C, SIGTERM turned into an exception, anything: no trial outlives us.
@@ -343,7 +430,6 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
     child = child or {}
     if "compile_s" not in child and "compile_s" in reader.last_event:
         child["compile_s"] = reader.last_event["compile_s"]  # a timed-out trial's partial figure
-    notes = list(cap.notes)
     info = nvml.info if nvml else None
     nvml_note = None
     process_peak = sampler.nvml_process_peak if sampler else None
@@ -387,14 +473,52 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
 
 
 class LocalExecutor:
-    """Trials as local subprocesses, one at a time (one GPU, one honest peak)."""
+    """Trials as local subprocesses, one at a time (one GPU, one honest peak).
 
-    def __init__(self, nvml: Nvml | None = None, overhead_bytes: int | None = None) -> None:
+    With ``standby`` on, the next trial's process is started and imports while the current
+    one compiles, and is stopped (SIGSTOP) if it is still importing when measuring starts,
+    so it never competes with the steps/s being measured.
+    """
+
+    def __init__(self, nvml: Nvml | None = None, overhead_bytes: int | None = None, *,
+                 standby: bool = True) -> None:
         self.nvml = nvml
         self.overhead_bytes = overhead_bytes
+        self.use_standby = standby
+        self._standby: Standby | None = None
 
     def run(self, request: TrialRequest, on_event: EventCallback | None = None) -> TrialResult:
-        return run_trial(request, on_event, nvml=self.nvml, overhead_bytes=self.overhead_bytes)
+        if invalid_result(request) is not None:
+            return run_trial(request)  # rejected before launch: keep the standby for the next
+        current, self._standby = self._standby, None
+        phase: dict[str, str] = {}
+
+        def events(event: dict[str, Any]) -> None:  # reader thread: record, never spawn here
+            if "phase" in event:
+                phase["now"] = event["phase"]
+            if on_event:
+                on_event(event)
+
+        def tick() -> None:  # the main thread, between polls of the running trial
+            now = phase.get("now")
+            if self.use_standby and self._standby is None and now == "compiling":
+                cap = plan_cap(request.budget_bytes, self.nvml, self.overhead_bytes)
+                self._standby = Standby(cap, wants_blocked_warp(request.profile))
+            if self._standby is not None and now == "measuring":
+                self._standby.pause()
+
+        try:
+            return run_trial(request, events, nvml=self.nvml, overhead_bytes=self.overhead_bytes,
+                             standby=current, on_tick=tick)
+        finally:
+            if self._standby is not None:
+                self._standby.resume()
+
+    def close(self) -> None:
+        """Kill the standby, if any: call when no further trial will come."""
+        if self._standby is not None:
+            self._standby.close()
+            self._standby = None
 
 
 def with_notes(result: TrialResult, *notes: str) -> TrialResult:

@@ -103,6 +103,9 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
             if on_trial:
                 on_trial(step, result)
     finally:
+        close = getattr(executor, "close", None)
+        if close is not None:
+            close()  # no standby process may outlive the sweep, however it ends
         state.sweep_wall_s += time.perf_counter() - started
 
 

@@ -93,6 +93,8 @@ def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path):
     assert summary["reused"] == 1
     sizes = [t["num_envs"] for t in _trials(run_dir)]
     assert sizes == [128, 256, 512]  # what an uninterrupted sweep measures, each once
+    # after the first trial of a (resumed) sweep, the next ran in the warm standby process
+    assert any("warm standby" in note for t in _trials(run_dir)[2:] for note in t["notes"])
     assert summary["recommended"]["num_envs"] in sizes
 
 

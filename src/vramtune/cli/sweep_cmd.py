@@ -158,6 +158,8 @@ def sweep(
                                                      "measured trials are not run again.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Per-trial time limit in seconds.")] = None,
     cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
+    standby: Annotated[bool, typer.Option(help="Start (and import) the next trial's process "
+                                               "while the current one compiles.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the final JSON summary.")]
     = False,
 ) -> None:
@@ -226,7 +228,8 @@ def sweep(
     code: int
     try:
         with progress:
-            run_sweep(config, LocalExecutor(nvml, overhead), run_dir, state, progress.event,
+            run_sweep(config, LocalExecutor(nvml, overhead, standby=standby), run_dir, state,
+                      progress.event,
                       lambda step, result: progress.trial_done(result))
         code = _print_outcome(state, config, objective, run_dir, json_out, interrupted=False)
     except KeyboardInterrupt:
