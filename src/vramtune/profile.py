@@ -18,12 +18,7 @@ import yaml
 
 from vramtune.errors import UserError
 from vramtune.rules import BatchShape, ScalingPolicy, scale_batch
-from vramtune.workloads import check_profile_source
-
-# ppo.train kwargs that vramtune owns: set per trial, never by the profile's `ppo:` block.
-MANAGED_PPO_KEYS = frozenset({"num_envs", "num_timesteps", "num_evals", "progress_fn",
-                              "environment", "network_factory", "episode_length",
-                              "action_repeat", "wrap_env_fn"})
+from vramtune.workloads import MANAGED_PPO_KEYS, check_profile_source
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,10 @@ BRAX_BACKENDS = ("generalized", "positional", "spring", "mjx")
 PLAYGROUND_IMPLS = ("jax", "warp")
 # The batch settings the parent needs before launch (Brax's batch rule, steps per update).
 SHAPE_KEYS = ("batch_size", "num_minibatches", "unroll_length")
-# ppo.train kwargs set per trial (mirrors profile.MANAGED_PPO_KEYS; kept here to stay import-light).
-_MANAGED = frozenset({"num_envs", "num_timesteps", "num_evals", "progress_fn", "environment",
-                      "network_factory", "episode_length", "action_repeat", "wrap_env_fn"})
+# ppo.train kwargs vramtune sets per trial; a profile's `ppo:` block may not set them.
+MANAGED_PPO_KEYS = frozenset({"num_envs", "num_timesteps", "num_evals", "progress_fn",
+                              "environment", "network_factory", "episode_length",
+                              "action_repeat", "wrap_env_fn"})
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 # Brax's make_ppo_networks defaults, written out so a starter profile shows what it trains.
@@ -279,7 +280,7 @@ def _build_playground(profile: Profile, source: Source, num_envs: int | None,
                      f"{mjx_env.MENAGERIE_PATH} (commit {mjx_env.MENAGERIE_COMMIT_SHA}); "
                      f"it needs git and network access, or that clone put there by hand")
         raise
-    defaults = {k: v for k, v in base.items() if k not in profile.ppo and k not in _MANAGED}
+    defaults = {k: v for k, v in base.items() if k not in profile.ppo and k not in MANAGED_PPO_KEYS}
     extra: dict[str, Any] = dict(defaults)
     extra["wrap_env_fn"] = wrapper.wrap_for_brax_training
     info["playground_defaults"] = _jsonable(defaults)
@@ -342,7 +343,7 @@ _PROFILE_ORDER = ("name", "description", "env", "backend", "impl", "env_kwargs",
 def _split_ppo(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(top-level profile keys, ppo block) from a ppo.train kwargs mapping."""
     top = {k: settings[k] for k in ("num_envs", "episode_length", "action_repeat") if k in settings}
-    ppo = {k: v for k, v in settings.items() if k not in _MANAGED and k != "network_factory"}
+    ppo = {k: v for k, v in settings.items() if k not in MANAGED_PPO_KEYS and k != "network_factory"}
     return top, ppo
 
 
