@@ -88,7 +88,14 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
             return "fewer envs"
         if objective is Objective.KNEE and gap <= KNEE_TOLERANCE:
             return "larger than the knee"
-        return f"slower ({gap:.0%} below best)" if gap > 0 else "ties, more envs"
+        if gap <= 0:
+            return "ties, more envs"
+        if (r.steps_per_s_max is not None and chosen.steps_per_s_min is not None
+                and r.steps_per_s_max >= chosen.steps_per_s_min):
+            # Its fastest interval beat the chosen row's slowest: the medians differ, the
+            # measurements do not say which is faster.
+            return f"{gap:.0%} below best, within noise (ranges overlap)"
+        return f"slower ({gap:.0%} below best)"
     return "not chosen"
 
 

@@ -47,3 +47,18 @@ def test_nothing_fits_says_what_to_try():
     rec = choose([r(128, None, 1.0, Status.OOM)], GB, 0.1)
     assert rec.chosen is None and "does not fit even at num_envs=128" in rec.notice
     assert choose([], GB, 0.1).notice == "no trials were measured"
+
+
+def test_overlapping_ranges_are_called_noise_not_slower():
+    best = TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=512,
+                       backend="cpu", steps_per_s=100_000, steps_per_s_min=90_000,
+                       steps_per_s_max=105_000, host_peak_rss_bytes=GB)
+    close = TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=256,
+                        backend="cpu", steps_per_s=97_000, steps_per_s_min=80_000,
+                        steps_per_s_max=95_000, host_peak_rss_bytes=GB)
+    far = TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=128,
+                      backend="cpu", steps_per_s=50_000, steps_per_s_min=45_000,
+                      steps_per_s_max=55_000, host_peak_rss_bytes=GB)
+    rec = choose([best, close, far], None, 0.1)
+    assert rec.reasons[256] == "3% below best, within noise (ranges overlap)"
+    assert rec.reasons[128] == "slower (50% below best)"

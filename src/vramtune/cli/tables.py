@@ -13,11 +13,12 @@ _STATUS_STYLE = {"ok": "green", "oom": "red", "timeout": "yellow", "crash": "red
 
 
 def comparison_table(rows: Sequence[ComparisonRow], *, gpu: bool, title: str | None = None) -> Table:
-    """The sweep table; GPU-only memory columns are left out when no row has them (CPU)."""
+    """The sweep table; GPU-only memory columns (on CPU) and % budget (no budget) are left
+    out when no row has them."""
     table = Table(title=title, show_lines=False, header_style="bold")
     all_cells = [row_cells(row) for row in rows]
     keep = [i for i in range(len(column_titles(gpu)))
-            if not (i in (3, 4) and all(cells[i] == "n/a" for cells in all_cells))]
+            if not (i in (3, 4, 6) and all(cells[i] == "n/a" for cells in all_cells))]
     titles = column_titles(gpu)
     for i in keep:
         table.add_column(titles[i], justify="left" if i in (1, 2, 11) else "right",
