@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -30,8 +31,8 @@ def measure_overhead_bytes(nvml: Nvml, timeout_s: float = 120.0) -> int | None:
         known = json.loads(cache.read_text())
     except (OSError, ValueError):
         known = {}
-    if key in known:
-        return int(known[key]) if known[key] is not None else None
+    if known.get(key) is not None:
+        return int(known[key])
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     baseline = nvml.device_used_bytes()
     proc = subprocess.Popen([sys.executable, "-c", _PROBE], stdin=subprocess.PIPE,
@@ -41,7 +42,8 @@ def measure_overhead_bytes(nvml: Nvml, timeout_s: float = 120.0) -> int | None:
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + timeout_s
-        line = proc.stdout.readline()  # blocks until the probe has its context and a matmul done
+        ready, _, _ = select.select([proc.stdout], [], [], timeout_s)  # a hung CUDA start
+        line = proc.stdout.readline() if ready else b""
         if b"ready" in line:
             for _ in range(10):
                 per_pid = nvml.process_used_bytes() or {}
@@ -57,7 +59,8 @@ def measure_overhead_bytes(nvml: Nvml, timeout_s: float = 120.0) -> int | None:
     finally:
         proc.kill()
         proc.wait()
-    known[key] = peak
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(known, indent=1))
+    if peak is not None:  # a failed probe is retried next time, never remembered as "none"
+        known[key] = peak
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(known, indent=1))
     return peak

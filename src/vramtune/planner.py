@@ -119,8 +119,14 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
     if not candidates:
         return Step(Phase.DONE, None, f"boundary found: {lo} fits, {hi} fails, and no valid size "
                                       f"lies between")
+    # The roundest valid size in the middle half (1536 between 1024 and 2048, then 1280,
+    # 1152; 3072 between 2000 and 4000), nearest the midpoint among equals. Odd sizes would make
+    # Brax's rule round num_minibatches or batch_size up to a multiple of num_envs/gcd,
+    # multiplying the rollout buffer: the boundary would then measure the batch, not num_envs.
     midpoint = (lo + hi) / 2
-    size = min(candidates, key=lambda n: (abs(n - midpoint), -_roundness(n)))
+    quarter = (hi - lo) / 4
+    middle = [n for n in candidates if lo + quarter <= n <= hi - quarter] or candidates
+    size = min(middle, key=lambda n: (-_roundness(n), abs(n - midpoint)))
     return Step(Phase.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
 
 

@@ -76,6 +76,17 @@ class Profile:
     def shape_for(self, num_envs: int, device_count: int = 1) -> BatchShape | None:
         return scale_batch(self.scaling, self.base_shape, num_envs, device_count)
 
+    def sweepable(self, num_envs: int, device_count: int = 1) -> bool:
+        """A size the sweep may pick: valid, and (for the growing policies) not one whose
+        rounding to Brax's rule more than doubles the unrolls per training step, where the
+        memory measured would be the inflated batch's, not num_envs'."""
+        shape = self.shape_for(num_envs, device_count)
+        if shape is None:
+            return False
+        if self.scaling is ScalingPolicy.HOLD_ENV_STEPS:
+            return True
+        return shape.unrolls_per_step <= 2 * max(self.base_shape.unrolls_per_step, 1)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["scaling"] = str(self.scaling)

@@ -110,7 +110,10 @@ def nearest_valid(policy: ScalingPolicy, base: BatchShape, num_envs: int, device
     def ok(n: int) -> bool:
         return scale_batch(policy, base, n, device_count) is not None
 
-    below = next((n for n in range(num_envs - 1, 0, -1) if ok(n)), None)
+    top = num_envs - 1
+    if policy is ScalingPolicy.HOLD_ENV_STEPS:  # nothing above the fixed product is valid
+        top = min(top, base.batch_size * base.num_minibatches)
+    below = next((n for n in range(top, 0, -1) if ok(n)), None)
     above = next((n for n in range(num_envs + 1, limit + 1) if ok(n)), None)
     return below, above
 

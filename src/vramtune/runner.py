@@ -38,7 +38,11 @@ DEFAULT_SAMPLE_INTERVAL_S = 0.1
 DEFAULT_GPU_FRACTION = 0.95  # not JAX's 0.75: a probe without a cap would stop at 75% of the card
 _OOM_PATTERNS = re.compile(
     r"RESOURCE_EXHAUSTED|Out of memory|out of memory|OutOfMemory|std::bad_alloc|"
-    r"MemoryError|Cannot allocate memory|CUDA_ERROR_OUT_OF_MEMORY", re.IGNORECASE)
+    r"MemoryError|Cannot allocate memory|CUDA_ERROR_OUT_OF_MEMORY|"
+    # Warp (Playground's default MJX implementation) and the CUDA libraries allocate
+    # outside XLA and word it their own way.
+    r"Failed to allocate \d+ bytes|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED",
+    re.IGNORECASE)
 
 # XLA's cache loader warns on every hit about tuning flags; it is not why a trial died.
 _NOISE = re.compile(r"cpu_aot_loader|^\s*$")
@@ -64,6 +68,7 @@ class Cap:
     rlimit_data_bytes: int | None
     description: str | None
     notes: tuple[str, ...] = ()
+    backend: str = "cpu"  # what the child will run on, known even if it never reports
 
 
 class Executor(Protocol):
@@ -218,7 +223,16 @@ def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | 
             notes.append(f"budget exceeds the card ({nvml.info.total_bytes} B): capped at the card")
         fraction = gpu_fraction(budget_bytes, overhead_bytes, nvml.info.total_bytes)
         return Cap({**base_env, var: f"{fraction:.4f}"}, None, f"{var}={fraction:.4f}",
-                   tuple(notes))
+                   tuple(notes), backend="gpu")
+    if (budget_bytes is not None and machine.has_cuda_jax()
+            and os.environ.get("JAX_PLATFORMS", "") in ("", "cuda", "gpu")):
+        # A CUDA jax with no NVML: the card's total is unknown, so no fraction can be set,
+        # and RLIMIT_DATA would cap host memory while the trial runs on the GPU.
+        from vramtune.errors import UserError
+
+        raise UserError("--gpu-mem needs NVML to read the GPU's total memory, and it is "
+                        f"unavailable ({nvml.notice if nvml else 'not initialised'}); set "
+                        "JAX_PLATFORMS=cpu to measure host memory instead")
     if not machine.has_cuda_jax() and "JAX_PLATFORMS" not in os.environ:
         # No CUDA plugin: say so, or JAX probes other platforms and holds ~100 MB more.
         base_env["JAX_PLATFORMS"] = "cpu"
@@ -452,7 +466,7 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         status=status, profile=profile.name, profile_hash=profile.hash,
         num_envs=request.num_envs, batch_size=shape.batch_size,
         num_minibatches=shape.num_minibatches, unroll_length=profile.unroll_length,
-        backend=child.get("backend"), device_kind=child.get("device_kind"),
+        backend=child.get("backend") or cap.backend, device_kind=child.get("device_kind"),
         device_count=child.get("device_count"), budget_bytes=request.budget_bytes,
         cap=cap.description, compile_s=child.get("compile_s"),
         steps_per_s=child.get("steps_per_s"), steps_per_s_min=child.get("steps_per_s_min"),

@@ -66,7 +66,28 @@ def trial_key(header: RunHeader, result: TrialResult) -> tuple[Any, ...]:
             tuple(sorted(result.versions.items())), result.gpu_name or header.device)
 
 
+def _drop_partial_line(path: Path) -> None:
+    """Cut a line a crash left half-written, so the next record starts on a line of its own
+    (appending onto it would glue two records into one damaged line)."""
+    try:
+        with open(path, "rb+") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            handle.seek(size - 1)
+            if handle.read(1) == b"\n":
+                return
+            block = min(size, 1 << 20)
+            handle.seek(size - block)
+            tail = handle.read(block)
+            cut = tail.rfind(b"\n")
+            handle.truncate(size - block + cut + 1 if cut >= 0 else 0)
+    except FileNotFoundError:
+        return
+
+
 def _write_line(path: Path, data: dict[str, Any]) -> None:
+    _drop_partial_line(path)
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(data, default=str) + "\n")
         handle.flush()
@@ -74,11 +95,14 @@ def _write_line(path: Path, data: dict[str, Any]) -> None:
 
 
 def create_run(directory: Path, header: RunHeader) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / RESULTS_FILE
-    if path.exists() and path.stat().st_size:
-        raise UserError(f"{path} already holds results: use --resume {directory} to continue it")
-    _write_line(path, header.to_dict())
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size:
+            raise UserError(f"{path} already holds results: use --resume {directory} to continue it")
+        _write_line(path, header.to_dict())
+    except OSError as exc:
+        raise UserError(f"cannot write results to {directory}: {exc.strerror or exc}") from None
     return path
 
 

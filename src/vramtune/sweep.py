@@ -40,7 +40,7 @@ class SweepConfig:
     def space(self) -> SearchSpace:
         return SearchSpace(start=self.start, max_envs=self.max_envs, refine=self.refine,
                            limit_bytes=self.limit_bytes,
-                           is_valid=lambda n: self.profile.shape_for(n, self.device_count) is not None)
+                           is_valid=lambda n: self.profile.sweepable(n, self.device_count))
 
 
 @dataclass

@@ -54,13 +54,16 @@ def parse_sizes(text: str, *, what: str = "size") -> list[int]:
 
 
 def parse_percent(text: str | float, *, what: str) -> float:
-    """A fraction in [0, 1) from '10%', '10' (percent) or 0.1 (a fraction given as a float < 1)."""
+    """A fraction in [0, 1) from a percentage: '10%' and '10' are 10%, '0.5' is 0.5%.
+
+    Always percent, never 'a fraction when below 1': '--max-mem-increase 0.9' must not mean
+    90% and silently switch a CI gate off."""
     raw = str(text).strip()
     try:
-        value = float(raw.rstrip("%"))
+        value = float(raw[:-1] if raw.endswith("%") else raw)
     except ValueError:
         raise UserError(f"invalid {what} {text!r}: expected a percentage such as 10%") from None
-    fraction = value / 100 if (raw.endswith("%") or value >= 1) else value
+    fraction = value / 100
     if not math.isfinite(fraction) or fraction < 0 or fraction >= 1:
         raise UserError(f"invalid {what} {text!r}: must be between 0% and 100% (exclusive)")
     return fraction

@@ -127,3 +127,21 @@ def test_profile_rules_feed_the_grid():
                               "ppo": {"batch_size": 64, "num_minibatches": 8}})
     sp = space(start=64, max_envs=4096, valid=lambda n: prof.shape_for(n) is not None)
     assert doubling_sizes(sp) == [64, 128, 256, 512]
+
+
+def test_refinement_prefers_round_sizes_over_the_exact_midpoint():
+    results = [result(1000), result(2000), result(4000, Status.OOM)]
+    step = plan(results, space(start=1000, max_envs=8000))
+    assert step.num_envs == 3072  # not 3000: multiples of large powers of two keep batches sane
+
+
+def test_sweep_grid_skips_sizes_that_inflate_the_batch():
+    from vramtune.profile import load_profile
+    from vramtune.sweep import SweepConfig
+
+    ant = load_profile("ant")  # hold-minibatch, 16 unrolls per step at its 4096 envs
+    sp = SweepConfig(ant, None, 0.1, 64, 16384, 8).space()
+    sizes, _ = replay(lambda n: 1.0 if n <= 2900 else 9.0, sp, oom_above=5.0)
+    for n in sizes:
+        assert ant.shape_for(n).unrolls_per_step <= 32
+    assert 2880 in sizes or 2944 in sizes

@@ -99,3 +99,9 @@ def test_lr_hint_only_when_optimisation_changes():
     assert lr_scaling_hint(base, base, 10, 3e-4) is None
     hint = lr_scaling_hint(base, BatchShape(512, 512, 4), 10, 3e-4)
     assert hint is not None and "sqrt(512/128)" in hint and "0.0006" in hint
+
+
+def test_nearest_valid_is_fast_for_huge_num_envs():
+    below, above = nearest_valid(ScalingPolicy.HOLD_ENV_STEPS, BatchShape(64, 64, 4), 10**9,
+                                 limit=1024)
+    assert below == 256 and above is None

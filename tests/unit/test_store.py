@@ -87,3 +87,21 @@ def test_trial_key_separates_budgets_versions_and_devices():
     other_versions = TrialResult(**{**a.__dict__, "versions": {"jax": "0.9.1"}})
     other_gpu = TrialResult(**{**a.__dict__, "gpu_name": "NVIDIA H100"})
     assert len({trial_key(h, r) for r in (a, other_budget, other_versions, other_gpu)}) == 4
+
+
+def test_appending_after_a_cut_off_line_keeps_the_file_readable(tmp_path):
+    create_run(tmp_path, header())
+    append_result(tmp_path, trial(128))
+    with open(tmp_path / RESULTS_FILE, "a") as handle:
+        handle.write('{"kind": "trial", "status": "ok", "num_en')  # the write a crash cut
+    append_result(tmp_path, trial(256))  # what --resume does next
+    append_result(tmp_path, trial(512))
+    run = load_run(tmp_path)
+    assert [r.num_envs for r in run.results] == [128, 256, 512] and run.warnings == ()
+
+
+def test_unwritable_run_directory_is_a_user_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(UserError, match="cannot write results"):
+        create_run(blocker, header())

@@ -27,13 +27,13 @@ def test_parse_sizes_keeps_order():
         parse_sizes(",")
 
 
-@pytest.mark.parametrize(("text", "expected"), [("10%", 0.10), ("10", 0.10), ("0.1", 0.1),
-                                                ("0", 0.0), ("0.5%", 0.005)])
+@pytest.mark.parametrize(("text", "expected"), [("10%", 0.10), ("10", 0.10), ("0.9", 0.009),
+                                                ("1", 0.01), ("0", 0.0), ("0.5%", 0.005)])
 def test_parse_percent(text, expected):
     assert parse_percent(text, what="--headroom") == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("text", ["-5%", "100%", "abc", "150"])
+@pytest.mark.parametrize("text", ["-5%", "100%", "abc", "150", "%", "nan"])
 def test_parse_percent_rejects(text):
     with pytest.raises(UserError):
         parse_percent(text, what="--headroom")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from vramtune import compare as cmp
@@ -29,7 +30,7 @@ class Format(StrEnum):
 def _load(path: str) -> Run:
     run = load_run(path)
     for warning in run.warnings:
-        err_console.print(f"[yellow]warning:[/] {warning}")
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}")
     return run
 
 
@@ -73,7 +74,7 @@ def report(
     elif format is Format.MARKDOWN:
         sys.stdout.write(cmp.report_markdown(run, rec, rows, h.budget_bytes, headroom_fraction))
     else:
-        console.print(f"run: {cmp.run_description(run)}")
+        console.print(f"run: {escape(cmp.run_description(run))}")
         title = (f"{h.profile_name}: headroom {headroom_fraction:.0%}, objective {objective}")
         if rows:
             console.print(comparison_table(rows, gpu=cmp.run_is_gpu(run), title=title))
@@ -83,7 +84,7 @@ def report(
             console.print("[dim]CPU backend: memory figures are host RAM (peak RSS), not "
                           "VRAM.[/dim]")
         colour = "green" if rec.chosen else "red"
-        console.print(f"[bold {colour}]{cmp.recommendation_line(rec, h.budget_bytes)}[/]")
+        console.print(f"[bold {colour}]{escape(cmp.recommendation_line(rec, h.budget_bytes))}[/]")
     if plot is not None:
         err_console.print(f"plot written to {written}")
 
@@ -93,7 +94,7 @@ def _compare_table(a: Run, b: Run, rows: list[cmp.CompareRow]) -> Table:
     for i, title in enumerate(cmp.compare_titles(a, b)):
         table.add_column(title, justify="left" if i in (1, 2) else "right", no_wrap=True)
     for row in rows:
-        cells = cmp.compare_cells(row)
+        cells = [escape(c) for c in cmp.compare_cells(row)]
         for i in (5, 8):
             ratio = row.peak_ratio if i == 5 else row.steps_per_s_ratio
             if ratio is not None and abs(ratio - 1) >= 0.05:
@@ -114,14 +115,14 @@ def compare(
     if format is Format.CSV:
         sys.stdout.write(cmp.compare_csv(rows))
         for warning in cmp.compare_warnings(a, b):
-            err_console.print(f"[yellow]warning:[/] {warning}")
+            err_console.print(f"[yellow]warning:[/] {escape(warning)}")
     elif format is Format.JSON:
         sys.stdout.write(cmp.compare_json(a, b, rows))
     elif format is Format.MARKDOWN:
         sys.stdout.write(cmp.compare_markdown(a, b, rows))
     else:
         for line in cmp.run_header_lines(a, b):
-            console.print(line)
+            console.print(escape(line))
         for warning in cmp.compare_warnings(a, b):
-            console.print(f"[bold yellow]warning:[/] {warning}")
+            console.print(f"[bold yellow]warning:[/] {escape(warning)}")
         console.print(_compare_table(a, b, rows))

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.live import Live
+from rich.markup import escape
 from rich.text import Text
 
 from vramtune import fmt
@@ -90,7 +91,7 @@ class _Progress:
     def trial_done(self, result: TrialResult) -> None:
         if self.quiet:
             return
-        line = (f"  num_envs={result.num_envs}: {result.status}, "
+        line = escape(f"  num_envs={result.num_envs}: {result.status}, "
                 f"{fmt.rate(result.steps_per_s)} steps/s, peak {format_bytes(result.peak_bytes)} "
                 f"{result.memory_label}, {fmt.seconds(result.wall_s)}")
         if self.live:
@@ -117,7 +118,7 @@ def _print_outcome(state: SweepState, config: SweepConfig, objective: Objective,
     if not gpu and state.results:
         console.print("[dim]CPU backend: memory figures are host RAM (peak RSS), not VRAM.[/dim]")
     if state.final_step and not interrupted:
-        console.print(f"search: {state.final_step.reason}")
+        console.print(f"search: {escape(state.final_step.reason)}")
     if state.reused:
         console.print(f"resumed: {state.reused} trial(s) reused from the earlier run, not re-run")
     if rec.chosen:
@@ -128,13 +129,13 @@ def _print_outcome(state: SweepState, config: SweepConfig, objective: Objective,
                       f"num_minibatches={c.num_minibatches}: {fmt.rate(c.steps_per_s)} steps/s, peak "
                       f"{format_bytes(c.peak_bytes)} {c.memory_label}{share}")
     elif rec.notice:
-        console.print(f"[bold red]no recommendation:[/] {rec.notice}")
-    console.print(f"results: {run_dir}")
+        console.print(f"[bold red]no recommendation:[/] {escape(rec.notice)}")
+    console.print(f"results: {escape(str(run_dir))}")
     if interrupted:
-        console.print(f"next: vramtune sweep --resume {run_dir}")
+        console.print(f"next: vramtune sweep --resume {escape(str(run_dir))}")
     else:
         budget_flag = f" --gpu-mem {size_flag(config.budget_bytes)}" if config.budget_bytes else ""
-        console.print(f"next: vramtune emit-config {run_dir}{budget_flag}")
+        console.print(f"next: vramtune emit-config {escape(str(run_dir))}{budget_flag}")
     return 0 if rec.chosen else 1
 
 
@@ -146,12 +147,13 @@ def sweep(
     max_envs: Annotated[int | None, typer.Option("--max-envs",
                                                  help="Largest num_envs to try (default: the "
                                                       "profile's).")] = None,
-    refine: Annotated[int, typer.Option(help="Bisection trials after the first failure.")] = 3,
+    refine: Annotated[int | None, typer.Option(help="Bisection trials after the first failure "
+                                                    "(default 3).")] = None,
     headroom: Annotated[str | None, typer.Option(help="Keep peaks this far under the budget "
                                                       "(default 10%).")] = None,
-    objective: Annotated[Objective, typer.Option(help="throughput: fastest; knee: smallest within "
-                                                      "5% of the fastest; max-envs: most envs.")]
-    = Objective.THROUGHPUT,
+    objective: Annotated[Objective | None, typer.Option(
+        help="throughput: fastest (default); knee: smallest within 5% of the fastest; "
+             "max-envs: most envs.")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default: "
                                                   "./vramtune-runs/<timestamp>-<profile>).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the sweep in this run directory; "
@@ -166,7 +168,7 @@ def sweep(
     """Measure doubling num_envs under a memory budget, refine the boundary, recommend."""
     budget_bytes = budget(gpu_mem)
     headroom_fraction = parse_percent(headroom or "10%", what="--headroom")
-    if refine < 0:
+    if refine is not None and refine < 0:
         raise UserError(f"--refine must be 0 or more, got {refine}")
     if timeout is not None and timeout <= 0:
         raise UserError(f"--timeout must be positive, got {timeout:g}")
@@ -187,8 +189,13 @@ def sweep(
         searched = header.search
         start = start or searched.get("start")
         max_envs = max_envs or searched.get("max_envs")
+        refine = searched.get("refine") if refine is None else refine
+        if objective is None and searched.get("objective"):
+            objective = Objective(searched["objective"])
     else:
         prof = load_profile(profile or "quick")
+    refine = 3 if refine is None else refine
+    objective = Objective.THROUGHPUT if objective is None else objective
     start = prof.first_size if start is None else start
     max_envs = prof.max_envs if max_envs is None else max_envs
     if start < 1 or max_envs < 1:
@@ -211,13 +218,14 @@ def sweep(
     if previous is not None:
         run_dir = previous.directory
         for warning in previous.warnings:
-            err_console.print(f"[yellow]warning:[/] {warning}")
+            err_console.print(f"[yellow]warning:[/] {escape(warning)}")
         state.results = reusable(previous, header, config)
         state.reused = len(state.results)
         skipped = len(previous.results) - state.reused
         if skipped:
-            err_console.print(f"[yellow]warning:[/] {skipped} trial(s) in {run_dir} were measured "
-                              f"with other versions, profile or device and are not reused")
+            err_console.print(f"[yellow]warning:[/] {skipped} trial(s) in {escape(str(run_dir))} "
+                              f"were measured with other versions, profile or device and are "
+                              f"not reused")
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = out or Path("vramtune-runs") / f"{stamp}-{prof.name}"
@@ -244,6 +252,6 @@ def sweep(
         signal.signal(signal.SIGTERM, previous_handler)
     if state.results and any(r.status is Status.ERROR for r in state.results) and not json_out:
         errors = [r for r in state.results if r.status is Status.ERROR]
-        err_console.print(f"[red]error in num_envs={errors[0].num_envs}:[/] "
-                          f"{(errors[0].error_message or '').strip().splitlines()[-1:]}")
+        last = (errors[0].error_message or "").strip().splitlines()[-1:] or [""]
+        err_console.print(f"[red]error in num_envs={errors[0].num_envs}:[/] {escape(last[0])}")
     raise typer.Exit(code)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.markup import escape
 from rich.table import Table
 
 from vramtune.report import ComparisonRow, column_titles, row_cells
@@ -16,7 +17,8 @@ def comparison_table(rows: Sequence[ComparisonRow], *, gpu: bool, title: str | N
     """The sweep table; GPU-only memory columns (on CPU) and % budget (no budget) are left
     out when no row has them."""
     table = Table(title=title, show_lines=False, header_style="bold")
-    all_cells = [row_cells(row) for row in rows]
+    # Cells carry measured text (error types, reasons): never let it parse as markup.
+    all_cells = [[escape(c) for c in row_cells(row)] for row in rows]
     keep = [i for i in range(len(column_titles(gpu)))
             if not (i in (3, 4, 6) and all(cells[i] == "n/a" for cells in all_cells))]
     titles = column_titles(gpu)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
 from vramtune.cli.common import BUDGET_HELP, budget, console, err_console, print_json
 from vramtune.errors import UserError
 from vramtune.fmt import trial_fields
+from vramtune.gpu import measure_overhead_bytes
 from vramtune.nvml import Nvml
 from vramtune.profile import load_profile
 from vramtune.records import Status, TrialResult
@@ -22,7 +24,7 @@ def render_trial(result: TrialResult) -> Panel:
     table.add_column(style="bold")
     table.add_column()
     for label, value in trial_fields(result):
-        table.add_row(label, value)
+        table.add_row(label, escape(value))  # error messages and paths are text, not markup
     colour = "green" if result.status is Status.OK else "red"
     return Panel(table, title=f"trial: {result.status}", border_style=colour, expand=False)
 
@@ -57,7 +59,8 @@ def trial(
         if not json_out and "phase" in event:
             err_console.print(f"[dim]  {event['phase']}…[/dim]")
 
-    result = run_trial(request, show, nvml=nvml)
+    overhead = measure_overhead_bytes(nvml) if budget_bytes and nvml.available else None
+    result = run_trial(request, show, nvml=nvml, overhead_bytes=overhead)
     if json_out:
         print_json(result.to_dict())
     else:
