@@ -44,8 +44,7 @@ class Nvml:
             if pynvml.nvmlDeviceGetCount() < 1:
                 self.notice = "NVML found no GPU: no GPU memory figures"
                 return
-            index = _visible_index()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            handle, index = _visible_handle()
             name = pynvml.nvmlDeviceGetName(handle)
             driver = pynvml.nvmlSystemGetDriverVersion()
             total = pynvml.nvmlDeviceGetMemoryInfo(handle).total
@@ -86,9 +85,20 @@ class Nvml:
         return None
 
 
-def _visible_index() -> int:
+def _visible_handle() -> tuple[Any, int]:
+    """The GPU JAX will use first: CUDA_VISIBLE_DEVICES names it by index or by UUID
+    (GPU-... or MIG-..., as container runtimes and MIG set it; a MIG handle reports the
+    slice's memory, not the whole card's)."""
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    return int(first) if first.isdigit() else 0
+    if first.startswith(("GPU-", "MIG-")):
+        handle = pynvml.nvmlDeviceGetHandleByUUID(first)
+        try:
+            index = int(pynvml.nvmlDeviceGetIndex(handle))
+        except Exception:
+            index = -1  # a MIG instance has no device index of its own
+        return handle, index
+    index = int(first) if first.isdigit() else 0
+    return pynvml.nvmlDeviceGetHandleByIndex(index), index
 
 
 def _text(value: Any) -> str:
