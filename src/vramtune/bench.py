@@ -16,14 +16,13 @@ import json
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from vramtune import fmt
 from vramtune.errors import UserError
-from vramtune.records import Status, TrialResult
+from vramtune.records import Status, TrialResult, utc_now
 
 BASELINE_KIND = "vramtune-bench-baseline"
 BASELINE_SCHEMA = 1
@@ -159,10 +158,6 @@ class Snapshot:
                    bool(data.get("compile_cache", False)), data.get("created"), data.get("updated"))
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 def snapshot_from_results(results: Sequence[TrialResult], machine: MachineKey, *,
                           profile_dict: dict[str, Any], compile_cache: bool = False) -> Snapshot:
     """Group trial records by num_envs (in the order the sizes were first run)."""
@@ -181,7 +176,7 @@ def snapshot_from_results(results: Sequence[TrialResult], machine: MachineKey, *
         sizes.append(SizeRecord(n, first.memory_label, tuple(Sample.of(r) for r in group),
                                 first.batch_size, first.num_minibatches, dict(first.versions),
                                 group[-1].timestamp))
-    now = _now()
+    now = utc_now()
     return Snapshot(machine, results[0].profile, results[0].profile_hash, tuple(sizes),
                     dict(results[0].versions), profile_dict, compile_cache, now, now)
 

@@ -51,9 +51,13 @@ def run_description(run: Run) -> str:
 def recommendation_line(rec: Recommendation, budget_bytes: int | None) -> str:
     if rec.chosen is None:
         return f"no recommendation: {rec.notice or 'nothing fits'}"
-    c = rec.chosen
+    return f"recommended ({rec.objective}): {chosen_summary(rec.chosen, budget_bytes)}"
+
+
+def chosen_summary(c: TrialResult, budget_bytes: int | None) -> str:
+    """The chosen trial in one sentence: its settings, speed and labelled peak."""
     share = f" ({c.peak_bytes / budget_bytes:.0%} of budget)" if (budget_bytes and c.peak_bytes) else ""
-    return (f"recommended ({rec.objective}): num_envs={c.num_envs}, batch_size={c.batch_size}, "
+    return (f"num_envs={c.num_envs}, batch_size={c.batch_size}, "
             f"num_minibatches={c.num_minibatches}: {fmt.rate(c.steps_per_s)} steps/s, peak "
             f"{format_bytes(c.peak_bytes)} {c.memory_label}{share}")
 

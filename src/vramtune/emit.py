@@ -26,7 +26,7 @@ from vramtune.recommend import Objective, Recommendation, choose
 from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult
 from vramtune.rules import BatchShape, lr_scaling_hint, violations
 from vramtune.store import Run
-from vramtune.units import format_bytes
+from vramtune.units import budget_label, format_bytes
 
 PREALLOCATE_VAR = "XLA_PYTHON_CLIENT_PREALLOCATE"
 CPU_NOTICE = ("measured on CPU: every figure is host RAM, not VRAM, and no GPU memory fraction "
@@ -80,18 +80,6 @@ class Emission:
     @property
     def chosen(self) -> TrialResult | None:
         return self.recommendation.chosen
-
-
-def budget_label(budget_bytes: int | None) -> str:
-    """'8GB' / '7.5GiB' as people type them; safe in a file name."""
-    if budget_bytes is None:
-        return "uncapped"
-    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("TiB", 2**40),
-                       ("GiB", 2**30), ("MiB", 2**20)):
-        value = budget_bytes / size
-        if value >= 1 and round(value * 100) == value * 100:
-            return f"{value:g}{unit}"
-    return f"{budget_bytes}B"
 
 
 def merge_runs(runs: Sequence[Run]) -> Source:

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+
+def utc_now() -> str:
+    """The timestamp every record and file carries: UTC, to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class Status(StrEnum):

@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,9 +28,10 @@ import psutil
 
 from vramtune import machine
 from vramtune.child import EVENT_PREFIX
+from vramtune.errors import UserError
 from vramtune.nvml import Nvml
 from vramtune.profile import Profile
-from vramtune.records import Status, TrialResult
+from vramtune.records import Status, TrialResult, utc_now
 from vramtune.rules import nearest_valid, violations
 
 DEFAULT_SAMPLE_INTERVAL_S = 0.1
@@ -200,8 +200,6 @@ def gpu_fraction(budget_bytes: int | None, overhead_bytes: int | None, total_byt
         return DEFAULT_GPU_FRACTION
     fraction = (budget_bytes - (overhead_bytes or 0)) / total_bytes
     if fraction <= 0:
-        from vramtune.errors import UserError
-
         raise UserError(f"budget {budget_bytes} B is below the measured per-process CUDA "
                         f"overhead ({overhead_bytes} B): nothing can run in it")
     return min(fraction, 1.0)
@@ -228,8 +226,6 @@ def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | 
             and os.environ.get("JAX_PLATFORMS", "") in ("", "cuda", "gpu")):
         # A CUDA jax with no NVML: the card's total is unknown, so no fraction can be set,
         # and RLIMIT_DATA would cap host memory while the trial runs on the GPU.
-        from vramtune.errors import UserError
-
         raise UserError("--gpu-mem needs NVML to read the GPU's total memory, and it is "
                         f"unavailable ({nvml.notice if nvml else 'not initialised'}); set "
                         "JAX_PLATFORMS=cpu to measure host memory instead")
@@ -259,11 +255,7 @@ def invalid_result(request: TrialRequest, device_count: int = 1) -> TrialResult 
                        num_minibatches=profile.num_minibatches,
                        unroll_length=profile.unroll_length, budget_bytes=request.budget_bytes,
                        error_type="rule", error_message=message, versions=machine.versions(),
-                       timestamp=_now())
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+                       timestamp=utc_now())
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -482,7 +474,7 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         wall_s=wall_s, exit_code=proc.returncode, error_type=error_type,
         error_message=message, error_where=where, versions=machine.versions(),
         gpu_name=info.name if info else None, gpu_driver=info.driver if info else None,
-        gpu_total_bytes=info.total_bytes if info else None, timestamp=_now(),
+        gpu_total_bytes=info.total_bytes if info else None, timestamp=utc_now(),
         notes=tuple(notes))
 
 

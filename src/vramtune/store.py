@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from vramtune.errors import UserError
-from vramtune.records import TrialResult
+from vramtune.records import TrialResult, utc_now
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.jsonl"
@@ -35,7 +34,7 @@ class RunHeader:
     gpu_total_bytes: int | None = None
     cap: str | None = None
     search: dict[str, Any] = field(default_factory=dict)  # start, max_envs, refine, objective
-    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    created: str = field(default_factory=utc_now)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,10 +59,16 @@ class Run:
     warnings: tuple[str, ...] = ()
 
 
+def measurement_key(profile_hash: str, budget_bytes: int | None, versions: dict[str, str],
+                    device: str) -> tuple[Any, ...]:
+    """What makes two trials of one size measure the same thing."""
+    return (profile_hash, budget_bytes, tuple(sorted(versions.items())), device)
+
+
 def trial_key(header: RunHeader, result: TrialResult) -> tuple[Any, ...]:
     """Two trials with the same key measured the same thing: --resume runs it once."""
-    return (result.profile_hash, result.num_envs, result.budget_bytes,
-            tuple(sorted(result.versions.items())), result.gpu_name or header.device)
+    return (result.num_envs, *measurement_key(result.profile_hash, result.budget_bytes,
+                                              result.versions, result.gpu_name or header.device))
 
 
 def _drop_partial_line(path: Path) -> None:

@@ -18,7 +18,7 @@ from vramtune.planner import Phase, SearchSpace, Step, plan
 from vramtune.profile import Profile
 from vramtune.records import TrialResult
 from vramtune.runner import EventCallback, Executor, TrialRequest
-from vramtune.store import Run, RunHeader, append_result, trial_key
+from vramtune.store import Run, RunHeader, append_result, measurement_key, trial_key
 
 
 @dataclass(frozen=True)
@@ -54,28 +54,24 @@ class SweepState:
     sweep_wall_s: float = 0.0
 
 
-def make_header(config: SweepConfig, nvml: Nvml | None, cap: str | None) -> RunHeader:
+def make_header(config: SweepConfig, nvml: Nvml | None, cap: str | None,
+                search: dict[str, Any]) -> RunHeader:
     info = nvml.info if nvml else None
     return RunHeader(profile_name=config.profile.name, profile_hash=config.profile.hash,
                      profile=config.profile.to_dict(), budget_bytes=config.budget_bytes,
                      headroom_fraction=config.headroom_fraction, machine=machine.machine_summary(),
                      versions=machine.versions(), gpu_name=info.name if info else None,
                      gpu_driver=info.driver if info else None,
-                     gpu_total_bytes=info.total_bytes if info else None, cap=cap)
+                     gpu_total_bytes=info.total_bytes if info else None, cap=cap, search=search)
 
 
 def reusable(previous: Run | None, header: RunHeader, config: SweepConfig) -> list[TrialResult]:
     """Trials of an earlier run measuring exactly what this sweep would (same key)."""
     if previous is None:
         return []
-    wanted = {(config.profile.hash, config.budget_bytes, tuple(sorted(machine.versions().items())),
-               header.device)}
-    kept = []
-    for r in previous.results:
-        key = trial_key(previous.header, r)
-        if (key[0], key[2], key[3], key[4]) in wanted:
-            kept.append(r)
-    return kept
+    wanted = measurement_key(config.profile.hash, config.budget_bytes, machine.versions(),
+                             header.device)
+    return [r for r in previous.results if trial_key(previous.header, r)[1:] == wanted]
 
 
 def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: SweepState,

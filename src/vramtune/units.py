@@ -81,3 +81,15 @@ def format_bytes(nbytes: int | float | None, *, binary: bool = True) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
         value /= base
     raise AssertionError("unreachable")
+
+
+def budget_label(budget_bytes: int | None) -> str:
+    """'8GB' / '7.5GiB' as people type them (parse_size reads it back); safe in a file name."""
+    if budget_bytes is None:
+        return "uncapped"
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("TiB", 2**40),
+                       ("GiB", 2**30), ("MiB", 2**20)):
+        value = budget_bytes / size
+        if value >= 1 and round(value * 100) == value * 100:
+            return f"{value:g}{unit}"
+    return f"{budget_bytes}B"

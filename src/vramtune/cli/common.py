@@ -26,8 +26,3 @@ def budget(text: str | None) -> int | None:
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     sys.stdout.flush()
-
-
-def size_flag(nbytes: int) -> str:
-    """A --gpu-mem value a user can paste back: decimal GB when exact, else bytes."""
-    return f"{nbytes / 10**9:g}GB" if nbytes % 10**6 == 0 else str(nbytes)

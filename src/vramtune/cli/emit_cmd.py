@@ -14,7 +14,6 @@ from vramtune.emit import (
     Emission,
     Format,
     Source,
-    budget_label,
     hydra_overrides,
     markdown_table,
     merge_runs,
@@ -25,7 +24,7 @@ from vramtune.emit import (
 from vramtune.errors import UserError
 from vramtune.recommend import Objective
 from vramtune.store import RESULTS_FILE, load_run
-from vramtune.units import SIZE_HELP, parse_percent, parse_sizes
+from vramtune.units import SIZE_HELP, budget_label, parse_percent, parse_sizes
 
 RUNS_DIR = Path("vramtune-runs")
 

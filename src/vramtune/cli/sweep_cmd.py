@@ -14,8 +14,9 @@ from rich.markup import escape
 from rich.text import Text
 
 from vramtune import fmt
-from vramtune.cli.common import BUDGET_HELP, budget, console, err_console, print_json, size_flag
+from vramtune.cli.common import BUDGET_HELP, budget, console, err_console, print_json
 from vramtune.cli.tables import comparison_table
+from vramtune.compare import chosen_summary
 from vramtune.errors import UserError
 from vramtune.gpu import measure_overhead_bytes
 from vramtune.nvml import Nvml
@@ -27,7 +28,7 @@ from vramtune.report import comparison_rows
 from vramtune.runner import LocalExecutor, default_cache_dir, plan_cap
 from vramtune.store import create_run, load_run
 from vramtune.sweep import SweepConfig, SweepState, make_header, reusable, run_sweep, summary
-from vramtune.units import format_bytes, parse_percent
+from vramtune.units import budget_label, format_bytes, parse_percent
 
 
 class Terminated(BaseException):
@@ -122,19 +123,15 @@ def _print_outcome(state: SweepState, config: SweepConfig, objective: Objective,
     if state.reused:
         console.print(f"resumed: {state.reused} trial(s) reused from the earlier run, not re-run")
     if rec.chosen:
-        c = rec.chosen
-        share = f" ({c.peak_bytes / config.budget_bytes:.0%} of budget)" if (
-            config.budget_bytes and c.peak_bytes) else ""
-        console.print(f"[bold green]recommended:[/] num_envs={c.num_envs}, batch_size={c.batch_size}, "
-                      f"num_minibatches={c.num_minibatches}: {fmt.rate(c.steps_per_s)} steps/s, peak "
-                      f"{format_bytes(c.peak_bytes)} {c.memory_label}{share}")
+        summary_text = chosen_summary(rec.chosen, config.budget_bytes)
+        console.print(f"[bold green]recommended:[/] {escape(summary_text)}")
     elif rec.notice:
         console.print(f"[bold red]no recommendation:[/] {escape(rec.notice)}")
     console.print(f"results: {escape(str(run_dir))}")
     if interrupted:
         console.print(f"next: vramtune sweep --resume {escape(str(run_dir))}")
     else:
-        budget_flag = f" --gpu-mem {size_flag(config.budget_bytes)}" if config.budget_bytes else ""
+        budget_flag = f" --gpu-mem {budget_label(config.budget_bytes)}" if config.budget_bytes else ""
         console.print(f"next: vramtune emit-config {escape(str(run_dir))}{budget_flag}")
     return 0 if rec.chosen else 1
 
@@ -210,10 +207,9 @@ def sweep(
     config = SweepConfig(prof, budget_bytes, headroom_fraction, start, max_envs, refine,
                          timeout_s=timeout,
                          compile_cache_dir=str(default_cache_dir() / "jax") if cache else None)
-    header = make_header(config, nvml, cap.description)
-    header = type(header)(**{**header.__dict__, "search": {"start": start, "max_envs": max_envs,
-                                                           "refine": refine,
-                                                           "objective": str(objective)}})
+    header = make_header(config, nvml, cap.description,
+                         {"start": start, "max_envs": max_envs, "refine": refine,
+                          "objective": str(objective)})
     state = SweepState()
     if previous is not None:
         run_dir = previous.directory
@@ -240,14 +236,10 @@ def sweep(
                       progress.event,
                       lambda step, result: progress.trial_done(result))
         code = _print_outcome(state, config, objective, run_dir, json_out, interrupted=False)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated) as stop:
         _print_outcome(state, config, objective, run_dir, json_out, interrupted=True)
-        err_console.print("vramtune: interrupted; measured trials are saved")
-        code = 130
-    except Terminated:
-        _print_outcome(state, config, objective, run_dir, json_out, interrupted=True)
-        err_console.print("vramtune: terminated; measured trials are saved")
-        code = 143
+        how, code = ("terminated", 143) if isinstance(stop, Terminated) else ("interrupted", 130)
+        err_console.print(f"vramtune: {how}; measured trials are saved")
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
     if state.results and any(r.status is Status.ERROR for r in state.results) and not json_out:
