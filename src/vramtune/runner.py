@@ -44,8 +44,9 @@ _OOM_PATTERNS = re.compile(
     r"Failed to allocate \d+ bytes|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED",
     re.IGNORECASE)
 
-# XLA's cache loader warns on every hit about tuning flags; it is not why a trial died.
-_NOISE = re.compile(r"cpu_aot_loader|^\s*$")
+# Not why a trial died: XLA's cache loader warns about tuning flags on every hit, and mjx
+# reports the Warp import the child blocks on purpose for brax sources.
+_NOISE = re.compile(r"cpu_aot_loader|^Failed to import (mujoco_)?warp: import of warp halted|^\s*$")
 
 EventCallback = Callable[[dict[str, Any]], None]
 

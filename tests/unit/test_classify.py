@@ -43,6 +43,14 @@ def test_nonzero_exit_without_result_is_crash():
     assert classify(None, 1, False, "")[0] is Status.CRASH
 
 
+def test_blocked_warp_import_is_dropped_from_abort_tails():
+    tail = ("Failed to import warp: import of warp halted; None in sys.modules\n"
+            "Failed to import mujoco_warp: import of warp halted; None in sys.modules\n"
+            "terminate called after throwing an instance of 'std::bad_alloc'\n")
+    status, _, message = classify(None, -6, False, tail)
+    assert status is Status.OOM and "warp" not in message and "std::bad_alloc" in message
+
+
 def test_cache_loader_noise_is_dropped_from_abort_tails():
     tail = ("E1121 19:56:52.541395 3916 cpu_aot_loader.cc:220] Loading XLA:CPU AOT result.\n"
             "terminate called after throwing an instance of 'std::bad_alloc'\n")
