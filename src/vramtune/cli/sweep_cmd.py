@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -101,6 +103,12 @@ class _Progress:
             print(line, flush=True)
 
 
+def _program() -> str:
+    """How the user ran us ('.venv/bin/vramtune' from the README), so 'next:' can be pasted."""
+    invoked = sys.argv[0] if sys.argv else ""
+    return escape(invoked) if os.path.basename(invoked) == "vramtune" else "vramtune"
+
+
 def _print_outcome(state: SweepState, config: SweepConfig, objective: Objective, run_dir: Path,
                    json_out: bool, interrupted: bool) -> int:
     rec = choose(state.results, config.budget_bytes, config.headroom_fraction, objective)
@@ -129,10 +137,10 @@ def _print_outcome(state: SweepState, config: SweepConfig, objective: Objective,
         console.print(f"[bold red]no recommendation:[/] {escape(rec.notice)}")
     console.print(f"results: {escape(str(run_dir))}")
     if interrupted:
-        console.print(f"next: vramtune sweep --resume {escape(str(run_dir))}")
+        console.print(f"next: {_program()} sweep --resume {escape(str(run_dir))}")
     else:
         budget_flag = f" --gpu-mem {budget_label(config.budget_bytes)}" if config.budget_bytes else ""
-        console.print(f"next: vramtune emit-config {escape(str(run_dir))}{budget_flag}")
+        console.print(f"next: {_program()} emit-config {escape(str(run_dir))}{budget_flag}")
     return 0 if rec.chosen else 1
 
 
