@@ -13,11 +13,11 @@ import argparse
 
 from _common import banner
 
-from vramtune.gpu import measure_overhead_bytes
-from vramtune.nvml import Nvml
-from vramtune.profile import load_profile
-from vramtune.runner import TrialRequest, run_trial
+from vramtune.measure.nvml import Nvml
+from vramtune.measure.overhead import measure_overhead_bytes
+from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.units import format_bytes, parse_size
+from vramtune.workload.profile import load_profile
 
 
 def main() -> None:

@@ -14,9 +14,10 @@ import time
 
 from _common import banner, median
 
-from vramtune.profile import load_profile
+from vramtune.machine import default_cache_dir
+from vramtune.measure.trial import DEFAULT_SAMPLE_INTERVAL_S, TrialRequest, run_trial
 from vramtune.records import Status
-from vramtune.runner import DEFAULT_SAMPLE_INTERVAL_S, TrialRequest, default_cache_dir, run_trial
+from vramtune.workload.profile import load_profile
 
 
 def main() -> None:

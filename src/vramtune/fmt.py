@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from vramtune.records import TrialResult
-from vramtune.units import format_bytes
-
-NA = "n/a"
+from vramtune.units import NA, format_bytes
 
 
 def seconds(value: float | None) -> str:

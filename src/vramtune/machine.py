@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 from functools import cache
@@ -67,3 +68,8 @@ def _safe_find(name: str) -> bool:
         return util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "vramtune"

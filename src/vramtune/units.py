@@ -21,6 +21,8 @@ _SIZE_RE = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*(?P<unit>[
 SIZE_HELP = ("sizes: 8GB / 8G = 8e9 bytes (decimal), 7.5GiB / 8000MiB = binary (2**30, 2**20), "
              "a bare number is bytes")
 
+NA = "n/a"  # an unmeasured figure is shown as n/a, never as 0
+
 
 def parse_size(text: str | int | float, *, what: str = "size") -> int:
     """Bytes from '8GB', '7.5GiB', '8000MiB', '8000000000'; UserError on anything else."""
@@ -93,3 +95,10 @@ def budget_label(budget_bytes: int | None) -> str:
         if value >= 1 and round(value * 100) == value * 100:
             return f"{value:g}{unit}"
     return f"{budget_bytes}B"
+
+
+def both_units(nbytes: int | None) -> str:
+    """'2.70 GB (2.51 GiB)': budgets are typed in both systems, peaks print in binary."""
+    if nbytes is None:
+        return NA
+    return f"{format_bytes(nbytes, binary=False)} ({format_bytes(nbytes)})"

@@ -15,7 +15,7 @@ import yaml
 
 from tests.conftest import run_cli
 from vramtune.machine import cpu_model
-from vramtune.profile import builtin_profiles
+from vramtune.workload.profile import builtin_profiles
 
 GATE = ["--max-mem-increase", "10%", "--max-speed-drop", "90%"]
 

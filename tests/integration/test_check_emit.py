@@ -21,10 +21,11 @@ import yaml
 
 from tests.conftest import run_cli
 from vramtune import machine
-from vramtune.profile import load_profile
+from vramtune.machine import default_cache_dir
+from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.records import Status
-from vramtune.runner import TrialRequest, default_cache_dir, run_trial
-from vramtune.store import RunHeader, append_result, create_run
+from vramtune.results.store import RunHeader, append_result, create_run
+from vramtune.workload.profile import load_profile
 
 CAP = 3 * 10**9
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import psutil
 
-from vramtune.profile import load_profile
+from vramtune.measure.executor import LocalExecutor
+from vramtune.measure.trial import TrialRequest
 from vramtune.records import Status
-from vramtune.runner import LocalExecutor, TrialRequest
+from vramtune.workload.profile import load_profile
 
 
 def _standby_alive(executor: LocalExecutor) -> int | None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from vramtune.gpu import measure_overhead_bytes
 from vramtune.machine import has_cuda_jax, mem_fraction_var
-from vramtune.nvml import Nvml
-from vramtune.profile import load_profile
+from vramtune.measure.nvml import Nvml
+from vramtune.measure.overhead import measure_overhead_bytes
+from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.records import Status
-from vramtune.runner import TrialRequest, run_trial
+from vramtune.workload.profile import load_profile
 
 _NVML = Nvml()
 pytestmark = [

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from vramtune import machine, store
-from vramtune.profile import load_profile
+from vramtune import machine
+from vramtune.machine import default_cache_dir
+from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.records import Status
-from vramtune.runner import TrialRequest, default_cache_dir, run_trial
+from vramtune.results import store
+from vramtune.workload.profile import load_profile
 
 BUDGET = 1_100_000_000  # 2048 envs of quick do not fit: a real RESOURCE_EXHAUSTED
 

@@ -69,7 +69,7 @@ def _start_sweep(*args: str) -> subprocess.Popen:
 
 def _trial_children(pid: int) -> list[psutil.Process]:
     return [p for p in psutil.Process(pid).children(recursive=True)
-            if "vramtune.child" in " ".join(p.cmdline())]
+            if "vramtune.measure.child" in " ".join(p.cmdline())]
 
 
 def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path):

@@ -14,15 +14,15 @@ import pytest
 import yaml
 
 from tests.conftest import run_cli
-from vramtune.nvml import Nvml
-from vramtune.profile import builtin_profiles, load_profile
+from vramtune.measure.nvml import Nvml
+from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.records import Status
-from vramtune.runner import TrialRequest, run_trial
+from vramtune.workload.profile import builtin_profiles, load_profile
 
 
 def _children_alive(pid: int) -> list[psutil.Process]:
     return [p for p in psutil.process_iter(["cmdline"])
-            if p.info["cmdline"] and "vramtune.child" in " ".join(p.info["cmdline"])
+            if p.info["cmdline"] and "vramtune.measure.child" in " ".join(p.info["cmdline"])
             and p.pid == pid]
 
 
@@ -96,7 +96,7 @@ def test_sigkilled_parent_leaves_no_child(tmp_path):
     deadline = time.time() + 60
     while time.time() < deadline and child is None:
         kids = psutil.Process(parent.pid).children(recursive=True)
-        child = next((k for k in kids if "vramtune.child" in " ".join(k.cmdline())), None)
+        child = next((k for k in kids if "vramtune.measure.child" in " ".join(k.cmdline())), None)
         time.sleep(0.2)
     assert child is not None, "the trial child never started"
     time.sleep(1.0)  # let it get into importing / compiling

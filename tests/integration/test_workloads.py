@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from tests.conftest import run_cli
-from vramtune.profile import builtin_profiles, load_profile, profile_from_dict
+from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.records import Status, TrialResult
-from vramtune.runner import TrialRequest, run_trial
+from vramtune.workload.profile import builtin_profiles, load_profile, profile_from_dict
 
 FIXTURE = Path(__file__).resolve().parent.parent / "workloads_fixture.py"
 BROKEN_FIXTURE = FIXTURE.with_name("workloads_broken_fixture.py")

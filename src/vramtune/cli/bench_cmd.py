@@ -9,14 +9,26 @@ from typing import Annotated
 
 import typer
 
-from vramtune import bench, fmt, machine
+from vramtune import fmt, machine
 from vramtune.cli.common import err_console, print_json
 from vramtune.errors import UserError
-from vramtune.nvml import Nvml
-from vramtune.profile import load_profile
+from vramtune.measure.cap import plan_cap
+from vramtune.measure.nvml import Nvml
+from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
 from vramtune.records import Status, TrialResult
-from vramtune.runner import TrialRequest, invalid_result, plan_cap, run_trial
+from vramtune.results.baseline import (
+    MachineKey,
+    Snapshot,
+    key_from_results,
+    load_baseline,
+    merge_for_save,
+    save_baseline,
+    snapshot_from_results,
+)
+from vramtune.tune.gate import Thresholds, compare_snapshots
 from vramtune.units import format_bytes, parse_percent
+from vramtune.views.gate_table import bench_markdown
+from vramtune.workload.profile import load_profile
 
 
 def parse_num_envs_list(text: str) -> list[int]:
@@ -39,16 +51,16 @@ def parse_num_envs_list(text: str) -> list[int]:
     return sizes
 
 
-def local_key(nvml: Nvml) -> bench.MachineKey:
+def local_key(nvml: Nvml) -> MachineKey:
     """This machine's key before any trial ran (device count unknown until JAX is up)."""
     cap = plan_cap(None, nvml, None)
     on_gpu = any("MEM_FRACTION" in k for k in cap.env)
     if on_gpu and nvml.info is not None:
-        return bench.MachineKey("gpu", nvml.info.name, None)
-    return bench.MachineKey("cpu", machine.cpu_model(), None)
+        return MachineKey("gpu", nvml.info.name, None)
+    return MachineKey("cpu", machine.cpu_model(), None)
 
 
-def _refuse_other_machine(path: Path, base: bench.Snapshot, here: bench.MachineKey,
+def _refuse_other_machine(path: Path, base: Snapshot, here: MachineKey,
                           saving: bool) -> None:
     action = "overwrite it" if saving else "compare anyway"
     raise UserError(f"baseline {path} was measured on {base.machine.describe()}, this machine is "
@@ -106,7 +118,7 @@ def bench_command(
     Exit 0: no regression. 1: a regression (or a trial failed where the baseline's was ok).
     2: usage error (bad flag, missing baseline, baseline from another machine).
     """
-    thresholds = bench.Thresholds(parse_percent(max_mem_increase, what="--max-mem-increase"),
+    thresholds = Thresholds(parse_percent(max_mem_increase, what="--max-mem-increase"),
                                   parse_percent(max_speed_drop, what="--max-speed-drop"))
     num_envs = parse_num_envs_list(sizes)
     if repeat < 1:
@@ -118,9 +130,9 @@ def bench_command(
         invalid = invalid_result(TrialRequest(prof, n))
         if invalid is not None:
             raise UserError(f"--sizes: {invalid.error_message}")
-    old: bench.Snapshot | None = None
+    old: Snapshot | None = None
     if baseline.exists() or not save:
-        old = bench.load_baseline(baseline)
+        old = load_baseline(baseline)
     nvml = Nvml()
     here = local_key(nvml)
     if old is not None and not old.machine.matches(here) and not force:
@@ -140,10 +152,10 @@ def bench_command(
         if not json_out:
             err_console.print(_progress_line(i, len(plan), rep, repeat, result))
 
-    key = bench.key_from_results(results, machine.cpu_model()) or here
+    key = key_from_results(results, machine.cpu_model()) or here
     if old is not None and not old.machine.matches(key) and not force:
         _refuse_other_machine(baseline, old, key, save)
-    candidate = bench.snapshot_from_results(results, key, profile_dict=prof.to_dict())
+    candidate = snapshot_from_results(results, key, profile_dict=prof.to_dict())
 
     if save:
         failed = [r for r in results if r.status is not Status.OK]
@@ -155,23 +167,23 @@ def bench_command(
             raise typer.Exit(1)
         comparable = old if (old is not None and old.machine.matches(key)
                              and old.profile_hash == candidate.profile_hash) else None
-        report = bench.compare(comparable, candidate, thresholds)
-        new, note = bench.merge_for_save(old, candidate)
-        bench.save_baseline(baseline, new)
+        report = compare_snapshots(comparable, candidate, thresholds)
+        new, note = merge_for_save(old, candidate)
+        save_baseline(baseline, new)
         saved = (f"saved baseline {baseline}: num_envs "
                  f"{', '.join(str(s.num_envs) for s in new.sizes)}, {repeat} repeat(s) each now")
         if json_out:
             print_json({**report.to_dict(), "saved": str(baseline), "save_note": note})
         else:
-            sys.stdout.write(bench.to_markdown(report, title="vramtune bench --save"))
+            sys.stdout.write(bench_markdown(report, title="vramtune bench --save"))
             if note:
                 err_console.print(f"note: {note}")
             err_console.print(saved)
         raise typer.Exit(0)
 
     assert old is not None
-    report = bench.compare(old, candidate, thresholds)
-    markdown = bench.to_markdown(report)
+    report = compare_snapshots(old, candidate, thresholds)
+    markdown = bench_markdown(report)
     _append_step_summary(markdown)
     if json_out:
         print_json({**report.to_dict(), "baseline_file": str(baseline)})

@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 
 from vramtune.cli.common import console, print_json
-from vramtune.configfile import Diagnosis, PolicyOptions, describe_fix, diagnose, load_config
-from vramtune.rules import BatchShape, ScalingPolicy
+from vramtune.workload.configfile import Diagnosis, PolicyOptions, describe_fix, diagnose, load_config
+from vramtune.workload.rules import BatchShape, ScalingPolicy
 
 
 def _as_dict(d: Diagnosis) -> dict:

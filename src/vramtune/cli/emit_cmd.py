@@ -9,22 +9,12 @@ import typer
 
 from vramtune import machine
 from vramtune.cli.common import console, err_console
-from vramtune.emit import (
-    CPU_NOTICE,
-    Emission,
-    Format,
-    Source,
-    hydra_overrides,
-    markdown_table,
-    merge_runs,
-    output_name,
-    plan,
-    render,
-)
 from vramtune.errors import UserError
-from vramtune.recommend import Objective
-from vramtune.store import RESULTS_FILE, load_run
+from vramtune.results.store import RESULTS_FILE, load_run
+from vramtune.tune.budgets import CPU_NOTICE, Emission, Source, merge_runs, plan
+from vramtune.tune.recommend import Objective
 from vramtune.units import SIZE_HELP, budget_label, parse_percent, parse_sizes
+from vramtune.views.configs import Format, hydra_overrides, markdown_table, output_name, render
 
 RUNS_DIR = Path("vramtune-runs")
 

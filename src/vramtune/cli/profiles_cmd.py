@@ -10,13 +10,9 @@ import typer
 from vramtune import machine
 from vramtune.cli.common import console, err_console, print_json
 from vramtune.errors import UserError
-from vramtune.profile import Profile, builtin_profiles, load_profile, profile_from_dict
-from vramtune.workloads import (
-    BRAX_BACKENDS,
-    parse_source,
-    render_profile_yaml,
-    starter_profile,
-)
+from vramtune.workload.profile import Profile, builtin_profiles, load_profile, profile_from_dict
+from vramtune.workload.sources import BRAX_BACKENDS, parse_source
+from vramtune.workload.starter import render_profile_yaml, starter_profile
 
 
 def _physics(profile: Profile) -> str:

@@ -11,13 +11,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from vramtune import compare as cmp
 from vramtune.cli.common import console, err_console
 from vramtune.cli.tables import comparison_table
-from vramtune.recommend import Objective, choose
-from vramtune.report import comparison_rows, to_csv, to_json
-from vramtune.store import Run, load_run
+from vramtune.results.store import Run, load_run
+from vramtune.tune.recommend import Objective, choose
 from vramtune.units import parse_percent
+from vramtune.views import runs as cmp
+from vramtune.views.sweep_table import comparison_rows, to_csv, to_json
 
 
 class Format(StrEnum):
@@ -63,7 +63,7 @@ def report(
     rec = choose(run.results, h.budget_bytes, headroom_fraction, objective)
     rows = comparison_rows(run.results, rec, h.budget_bytes)
     if plot is not None:
-        from vramtune.plot import plot_run
+        from vramtune.views.plot import plot_run
 
         written = plot_run(run, rec, plot, budget_bytes=h.budget_bytes,
                            headroom_fraction=headroom_fraction)

@@ -18,19 +18,21 @@ from rich.text import Text
 from vramtune import fmt
 from vramtune.cli.common import BUDGET_HELP, budget, console, err_console, print_json
 from vramtune.cli.tables import comparison_table
-from vramtune.compare import chosen_summary
 from vramtune.errors import UserError
-from vramtune.gpu import measure_overhead_bytes
-from vramtune.nvml import Nvml
-from vramtune.planner import doubling_sizes
-from vramtune.profile import load_profile, profile_from_dict
-from vramtune.recommend import Objective, choose
+from vramtune.machine import default_cache_dir
+from vramtune.measure.cap import plan_cap
+from vramtune.measure.executor import LocalExecutor
+from vramtune.measure.nvml import Nvml
+from vramtune.measure.overhead import measure_overhead_bytes
 from vramtune.records import Status, TrialResult
-from vramtune.report import comparison_rows
-from vramtune.runner import LocalExecutor, default_cache_dir, plan_cap
-from vramtune.store import create_run, load_run
-from vramtune.sweep import SweepConfig, SweepState, make_header, reusable, run_sweep, summary
+from vramtune.results.store import create_run, load_run
+from vramtune.tune.planner import doubling_sizes
+from vramtune.tune.recommend import Objective, choose
+from vramtune.tune.sweep import SweepConfig, SweepState, make_header, reusable, run_sweep, summary
 from vramtune.units import budget_label, format_bytes, parse_percent
+from vramtune.views.runs import chosen_summary
+from vramtune.views.sweep_table import comparison_rows
+from vramtune.workload.profile import load_profile, profile_from_dict
 
 
 class Terminated(BaseException):

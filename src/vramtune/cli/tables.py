@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.markup import escape
 from rich.table import Table
 
-from vramtune.report import ComparisonRow, column_titles, row_cells
+from vramtune.views.sweep_table import ComparisonRow, column_titles, row_cells
 
 _STATUS_STYLE = {"ok": "green", "oom": "red", "timeout": "yellow", "crash": "red",
                  "invalid": "magenta", "error": "red"}

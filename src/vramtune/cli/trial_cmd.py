@@ -12,11 +12,12 @@ from rich.table import Table
 from vramtune.cli.common import BUDGET_HELP, budget, console, err_console, print_json
 from vramtune.errors import UserError
 from vramtune.fmt import trial_fields
-from vramtune.gpu import measure_overhead_bytes
-from vramtune.nvml import Nvml
-from vramtune.profile import load_profile
+from vramtune.machine import default_cache_dir
+from vramtune.measure.nvml import Nvml
+from vramtune.measure.overhead import measure_overhead_bytes
+from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.records import Status, TrialResult
-from vramtune.runner import TrialRequest, default_cache_dir, run_trial
+from vramtune.workload.profile import load_profile
 
 
 def render_trial(result: TrialResult) -> Panel:

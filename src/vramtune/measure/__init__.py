@@ -1,0 +1,1 @@
+"""One trial, measured honestly: the cap, the child process, outside sampling, executors."""

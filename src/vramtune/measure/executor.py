@@ -1,0 +1,69 @@
+"""Executors run trials: local subprocesses one at a time now; a cluster behind the same
+protocol. The executor holds the cap for the whole sweep and must be closed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from vramtune.measure.cap import plan_cap
+from vramtune.measure.nvml import Nvml
+from vramtune.measure.process import EventCallback, Standby, wants_blocked_warp
+from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
+from vramtune.records import TrialResult
+
+
+class Executor(Protocol):
+    """Runs trials; local subprocesses now, a cluster later."""
+
+    def run(self, request: TrialRequest, on_event: EventCallback | None = None) -> TrialResult:
+        ...
+
+
+class LocalExecutor:
+    """Trials as local subprocesses, one at a time (one GPU, one honest peak).
+
+    With ``standby`` on, the next trial's process is started and imports while the current
+    one compiles, and is stopped (SIGSTOP) if it is still importing when measuring starts,
+    so it never competes with the steps/s being measured.
+    """
+
+    def __init__(self, nvml: Nvml | None = None, overhead_bytes: int | None = None, *,
+                 standby: bool = True) -> None:
+        self.nvml = nvml
+        self.overhead_bytes = overhead_bytes
+        self.use_standby = standby
+        self._standby: Standby | None = None
+
+    def run(self, request: TrialRequest, on_event: EventCallback | None = None) -> TrialResult:
+        if invalid_result(request) is not None:
+            return run_trial(request)  # rejected before launch: keep the standby for the next
+        current, self._standby = self._standby, None
+        phase: dict[str, str] = {}
+
+        def events(event: dict[str, Any]) -> None:  # reader thread: record, never spawn here
+            if "phase" in event:
+                phase["now"] = event["phase"]
+            if on_event:
+                on_event(event)
+
+        def tick() -> None:  # the main thread, between polls of the running trial
+            now = phase.get("now")
+            if self.use_standby and self._standby is None and now == "compiling":
+                cap = plan_cap(request.budget_bytes, self.nvml, self.overhead_bytes)
+                self._standby = Standby(cap, wants_blocked_warp(request.profile))
+            if self._standby is not None and now == "measuring":
+                self._standby.pause()
+
+        try:
+            return run_trial(request, events, nvml=self.nvml, overhead_bytes=self.overhead_bytes,
+                             standby=current, on_tick=tick)
+        finally:
+            if self._standby is not None:
+                self._standby.resume()
+
+    def close(self) -> None:
+        """Kill the standby, if any: call when no further trial will come."""
+        if self._standby is not None:
+            self._standby.close()
+            self._standby = None

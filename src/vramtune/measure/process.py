@@ -1,0 +1,183 @@
+"""Process plumbing for trial children: their environment, the output reader, the outside
+sampler, killing a process group, and the warm standby that imports the next trial early.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+from vramtune.measure.cap import Cap
+from vramtune.measure.child import EVENT_PREFIX
+from vramtune.measure.nvml import Nvml
+from vramtune.workload.profile import Profile
+
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+class _Reader(threading.Thread):
+    """Drains the child's output: events to the callback, the rest kept as a short tail."""
+
+    def __init__(self, stream: Any, on_event: EventCallback | None) -> None:
+        super().__init__(daemon=True, name="vramtune-reader")
+        self.stream = stream
+        self.on_event = on_event
+        self.tail: collections.deque[str] = collections.deque(maxlen=60)
+        self.last_event: dict[str, Any] = {}
+
+    def run(self) -> None:
+        for raw in iter(self.stream.readline, b""):
+            line = raw.decode(errors="replace").rstrip("\n")
+            if line.startswith(EVENT_PREFIX):
+                try:
+                    event = json.loads(line[len(EVENT_PREFIX):])
+                except json.JSONDecodeError:
+                    continue
+                self.last_event.update(event)
+                if self.on_event:
+                    self.on_event(dict(event))
+            else:
+                self.tail.append(line)
+
+
+class _Sampler(threading.Thread):
+    """Peak RSS of the process tree, and NVML memory, at a fixed interval."""
+
+    def __init__(self, pid: int, interval_s: float, nvml: Nvml | None,
+                 on_event: EventCallback | None, gpu_baseline: int | None) -> None:
+        super().__init__(daemon=True, name="vramtune-sampler")
+        self.pid, self.interval_s, self.nvml, self.on_event = pid, interval_s, nvml, on_event
+        self.gpu_baseline = gpu_baseline
+        self.stop_event = threading.Event()
+        self.tree_rss_peak: int | None = None
+        self.nvml_process_peak: int | None = None
+        self.nvml_device_peak: int | None = None
+        self.pid_matched = False
+        self.samples = 0
+
+    def run(self) -> None:
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        procs: list[psutil.Process] = [root]
+        tick = 0
+        while not self.stop_event.is_set():
+            if tick % 10 == 0:  # finding children scans all of /proc: once a second is enough
+                try:
+                    procs = [root, *root.children(recursive=True)]
+                except psutil.Error:
+                    break
+            tick += 1
+            rss = 0
+            for proc in procs:
+                try:
+                    rss += proc.memory_info().rss
+                except psutil.Error:
+                    if proc is root:
+                        self.stop_event.set()
+            if self.stop_event.is_set():
+                break
+            self.tree_rss_peak = max(rss, self.tree_rss_peak or 0)
+            if self.nvml is not None and self.nvml.available:
+                self._sample_gpu({p.pid for p in procs})
+            self.samples += 1
+            if self.on_event:
+                self.on_event({"sample": True, "host_rss_bytes": rss,
+                               "gpu_process_bytes": self.nvml_process_peak})
+            self.stop_event.wait(self.interval_s)
+
+    def _sample_gpu(self, pids: set[int]) -> None:
+        assert self.nvml is not None
+        used = self.nvml.device_used_bytes()
+        if used is not None:
+            self.nvml_device_peak = max(used, self.nvml_device_peak or 0)
+        per_pid = self.nvml.process_used_bytes() or {}
+        ours = [v for pid, v in per_pid.items() if pid in pids and v is not None]
+        if ours:
+            self.pid_matched = True
+            self.nvml_process_peak = max(sum(ours), self.nvml_process_peak or 0)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def child_env(cap: Cap) -> dict[str, str]:
+    """The trial child's environment: ours, plus the cap, minus a stale fraction variable."""
+    env = {**os.environ, **cap.env, "VRAMTUNE_WATCH_STDIN": "1", "PYTHONUNBUFFERED": "1"}
+    for stale in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"):
+        if stale not in cap.env:
+            env.pop(stale, None)
+    return env
+
+
+class Standby:
+    """A trial child started ahead of time: capped, imports done, waiting for its spec.
+
+    Spawned by the executor from the main thread while the previous trial compiles (never
+    from a reader thread: PR_SET_PDEATHSIG fires when the *thread* that forked exits), and
+    SIGSTOPped if it is still importing when that trial starts measuring. JAX backends are
+    not initialised by imports, so it holds no device memory while it waits.
+    """
+
+    def __init__(self, cap: Cap, block_warp: bool) -> None:
+        self.key = standby_key(cap, block_warp)
+        env = {**child_env(cap), "VRAMTUNE_RLIMIT_DATA": str(cap.rlimit_data_bytes or ""),
+               "VRAMTUNE_BLOCK_WARP": "1" if block_warp else "0"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "vramtune.measure.child", "--standby"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.reader = _Reader(self.proc.stdout, None)
+        self.reader.start()
+        self.paused = False
+
+    def ready(self) -> bool:
+        return self.reader.last_event.get("phase") == "ready"
+
+    def usable(self) -> bool:
+        try:
+            return psutil.Process(self.proc.pid).status() not in (psutil.STATUS_ZOMBIE,
+                                                                  psutil.STATUS_DEAD)
+        except psutil.Error:
+            return False
+
+    def pause(self) -> None:
+        if not self.ready() and not self.paused and self.usable():
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.paused:
+            try:
+                os.killpg(self.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            self.paused = False
+
+    def close(self) -> None:
+        _kill_group(self.proc)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def standby_key(cap: Cap, block_warp: bool) -> tuple[Any, ...]:
+    return (tuple(sorted(cap.env.items())), cap.rlimit_data_bytes, block_warp)
+
+
+def wants_blocked_warp(profile: Profile) -> bool:
+    return profile.env.startswith("brax:")

@@ -1,0 +1,218 @@
+"""Bench baselines on disk: machine-keyed snapshots of repeated trials per size.
+
+The baseline is keyed by machine (CPU model or GPU name, device count, backend): figures
+from another machine are not comparable, so the CLI refuses them unless forced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from vramtune.errors import UserError
+from vramtune.records import Status, TrialResult, utc_now
+
+BASELINE_KIND = "vramtune-bench-baseline"
+BASELINE_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class MachineKey:
+    """What a baseline's figures are only valid on."""
+
+    backend: str  # jax platform: cpu, gpu
+    device: str  # GPU name on GPU, CPU model on CPU
+    device_count: int | None  # None: not known yet (before a trial ran)
+
+    def matches(self, other: MachineKey) -> bool:
+        counts_agree = (self.device_count is None or other.device_count is None
+                        or self.device_count == other.device_count)
+        return self.backend == other.backend and self.device == other.device and counts_agree
+
+    def describe(self) -> str:
+        count = "?" if self.device_count is None else str(self.device_count)
+        return f"{self.backend} '{self.device}' x{count}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "device": self.device, "device_count": self.device_count}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MachineKey:
+        return cls(str(data["backend"]), str(data["device"]), data.get("device_count"))
+
+
+def key_from_results(results: Iterable[TrialResult], cpu_model: str) -> MachineKey | None:
+    """The key of the machine the trials ran on (None if no trial got as far as JAX)."""
+    for r in results:
+        if r.backend:
+            device = (r.gpu_name or r.device_kind or "unknown GPU") if r.is_gpu else cpu_model
+            return MachineKey(r.backend, device, r.device_count)
+    return None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One trial's figures, as a baseline keeps them."""
+
+    status: str
+    peak_bytes: int | None  # host peak RSS on CPU, NVML/pool peak on GPU (TrialResult.peak_bytes)
+    steps_per_s: float | None
+    compile_s: float | None = None
+    error: str | None = None  # first line of the error, for failed trials
+
+    @classmethod
+    def of(cls, r: TrialResult) -> Sample:
+        error = (r.error_message or "").strip().splitlines()[:1]
+        return cls(str(r.status), r.peak_bytes, r.steps_per_s, r.compile_s,
+                   error[0][:200] if error else None)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+
+@dataclass(frozen=True)
+class SizeRecord:
+    """All repeats of one num_envs."""
+
+    num_envs: int
+    memory_label: str  # "host RAM" or "VRAM": what peak_bytes is a peak of
+    samples: tuple[Sample, ...]
+    batch_size: int | None = None
+    num_minibatches: int | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    measured: str | None = None
+
+    def peaks_bytes(self) -> list[float]:
+        return [s.peak_bytes for s in self.samples if s.ok and s.peak_bytes is not None]
+
+    def rates_per_s(self) -> list[float]:
+        return [s.steps_per_s for s in self.samples if s.ok and s.steps_per_s is not None]
+
+    @property
+    def failures(self) -> list[Sample]:
+        return [s for s in self.samples if not s.ok]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"num_envs": self.num_envs, "memory_label": self.memory_label,
+                "batch_size": self.batch_size, "num_minibatches": self.num_minibatches,
+                "versions": dict(self.versions), "measured": self.measured,
+                "samples": [s.__dict__ for s in self.samples]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SizeRecord:
+        return cls(int(data["num_envs"]), str(data.get("memory_label", "host RAM")),
+                   tuple(Sample(**s) for s in data["samples"]), data.get("batch_size"),
+                   data.get("num_minibatches"), dict(data.get("versions") or {}),
+                   data.get("measured"))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A bench measurement: a machine, a profile, repeats per num_envs. A baseline file is one."""
+
+    machine: MachineKey
+    profile_name: str
+    profile_hash: str
+    sizes: tuple[SizeRecord, ...]
+    versions: dict[str, str] = field(default_factory=dict)
+    profile: dict[str, Any] = field(default_factory=dict)
+    compile_cache: bool = False  # trials compiled cold: a warm cache lowers CPU peak RSS ~20%
+    created: str | None = None
+    updated: str | None = None
+
+    def size(self, num_envs: int) -> SizeRecord | None:
+        return next((s for s in self.sizes if s.num_envs == num_envs), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": BASELINE_KIND, "schema_version": BASELINE_SCHEMA,
+                "machine": self.machine.to_dict(), "profile_name": self.profile_name,
+                "profile_hash": self.profile_hash, "versions": dict(self.versions),
+                "compile_cache": self.compile_cache, "created": self.created,
+                "updated": self.updated, "sizes": [s.to_dict() for s in self.sizes],
+                "profile": self.profile}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Snapshot:
+        return cls(MachineKey.from_dict(data["machine"]), str(data["profile_name"]),
+                   str(data["profile_hash"]),
+                   tuple(sorted((SizeRecord.from_dict(s) for s in data["sizes"]),
+                                key=lambda s: s.num_envs)),
+                   dict(data.get("versions") or {}), dict(data.get("profile") or {}),
+                   bool(data.get("compile_cache", False)), data.get("created"), data.get("updated"))
+
+
+def snapshot_from_results(results: Sequence[TrialResult], machine: MachineKey, *,
+                          profile_dict: dict[str, Any], compile_cache: bool = False) -> Snapshot:
+    """Group trial records by num_envs (in the order the sizes were first run)."""
+    if not results:
+        raise ValueError("no trials to make a snapshot of")
+    order: list[int] = []
+    by_size: dict[int, list[TrialResult]] = {}
+    for r in results:
+        if r.num_envs not in by_size:
+            order.append(r.num_envs)
+        by_size.setdefault(r.num_envs, []).append(r)
+    sizes = []
+    for n in sorted(order):
+        group = by_size[n]
+        first = group[0]
+        sizes.append(SizeRecord(n, first.memory_label, tuple(Sample.of(r) for r in group),
+                                first.batch_size, first.num_minibatches, dict(first.versions),
+                                group[-1].timestamp))
+    now = utc_now()
+    return Snapshot(machine, results[0].profile, results[0].profile_hash, tuple(sizes),
+                    dict(results[0].versions), profile_dict, compile_cache, now, now)
+
+
+def merge_for_save(old: Snapshot | None, new: Snapshot) -> tuple[Snapshot, str | None]:
+    """The baseline to write, and a note on what happened to the old one.
+
+    Same machine and profile: the sizes measured now replace theirs, the others are kept.
+    Otherwise the old figures measured something else and are replaced wholesale."""
+    if old is None:
+        return new, None
+    if not old.machine.matches(new.machine):
+        return new, f"replaced a baseline from another machine ({old.machine.describe()})"
+    if old.profile_hash != new.profile_hash:
+        return new, (f"replaced a baseline of another profile ({old.profile_name} "
+                     f"{old.profile_hash}): its sizes measured a different workload")
+    measured = {s.num_envs for s in new.sizes}
+    kept = [s for s in old.sizes if s.num_envs not in measured]
+    sizes = tuple(sorted([*kept, *new.sizes], key=lambda s: s.num_envs))
+    note = (f"kept num_envs {', '.join(str(s.num_envs) for s in kept)} from the old baseline"
+            if kept else None)
+    return replace(new, sizes=sizes, created=old.created or new.created), note
+
+
+def load_baseline(path: str | Path) -> Snapshot:
+    """Read a baseline file; UserError (one line) for anything that is not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"no baseline at {path}: create it with --save (on the machine CI "
+                        f"compares on)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read baseline {path}: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict) or data.get("kind") != BASELINE_KIND:
+        raise UserError(f"{path} is not a vramtune bench baseline (no \"kind\": \"{BASELINE_KIND}\")")
+    if data.get("schema_version") != BASELINE_SCHEMA:
+        raise UserError(f"{path}: baseline schema version {data.get('schema_version')}, this "
+                        f"vramtune reads version {BASELINE_SCHEMA}; re-create it with --save")
+    try:
+        return Snapshot.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{path}: damaged baseline ({type(exc).__name__}: {exc})") from None
+
+
+def save_baseline(path: str | Path, snapshot: Snapshot) -> None:
+    """Write atomically: a CI job killed mid-write must not leave half a baseline."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(snapshot.to_dict(), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)

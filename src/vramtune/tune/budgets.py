@@ -1,0 +1,184 @@
+"""The choice per budget for emitted configs: merge measured runs, pick a measured trial.
+
+Only measured trials are ever chosen (``recommend.choose``), and a budget the measurements
+do not cover says so: people copy these configs into training runs that take days, so a
+number that was never run must not look like one that was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vramtune.errors import UserError
+from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult
+from vramtune.results.store import Run
+from vramtune.tune.recommend import Objective, Recommendation, choose
+from vramtune.units import both_units, budget_label, format_bytes
+from vramtune.workload.profile import Profile, profile_from_dict
+from vramtune.workload.rules import BatchShape, lr_scaling_hint, violations
+
+CPU_NOTICE = ("measured on CPU: every figure is host RAM, not VRAM, and no GPU memory fraction "
+              "applies; re-run the sweep on the target GPU before training there")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One or more run directories of the same workload on the same device, merged."""
+
+    directories: tuple[Path, ...]
+    profile: Profile
+    profile_hash: str
+    device: str
+    created: str  # the first run's creation time: the date the files name
+    headroom_fraction: float
+    results: tuple[TrialResult, ...]
+    sweep_budget_bytes: tuple[int | None, ...]  # each run's cap (None: uncapped)
+
+    @property
+    def on_gpu(self) -> bool:
+        return any(r.is_gpu for r in self.results)
+
+    @property
+    def memory_label(self) -> str:
+        return "VRAM" if self.on_gpu else "host RAM"
+
+    @property
+    def label(self) -> str:
+        return ", ".join(str(d) for d in self.directories)
+
+
+@dataclass(frozen=True)
+class Emission:
+    """What one budget gets: the chosen trial, or why there is none, and what to know."""
+
+    budget_bytes: int | None
+    headroom_fraction: float
+    recommendation: Recommendation
+    notices: tuple[str, ...]  # coverage gaps and caveats: printed, and written as comments
+    error: str | None  # set when nothing measured fits (no file is written); says why
+    optimisation_change: str | None  # what changed vs the profile's base, with the LR hint
+
+    @property
+    def chosen(self) -> TrialResult | None:
+        return self.recommendation.chosen
+
+
+def merge_runs(runs: Sequence[Run]) -> Source:
+    """One Source from several runs; refuses to mix workloads or devices."""
+    if not runs:
+        raise UserError("no run to emit a config from")
+    first = runs[0]
+    for run in runs[1:]:
+        if run.header.profile_hash != first.header.profile_hash:
+            raise UserError(f"{run.directory} measured profile {run.header.profile_name} "
+                            f"({run.header.profile_hash}), {first.directory} measured "
+                            f"{first.header.profile_name} ({first.header.profile_hash}): emit "
+                            f"from one workload at a time")
+        if run.header.device != first.header.device:
+            raise UserError(f"{run.directory} ran on {run.header.device}, {first.directory} on "
+                            f"{first.header.device}: speed differs between devices, emit from "
+                            f"one device's runs at a time")
+    profile = profile_from_dict(dict(first.header.profile), source=f"{first.directory} header")
+    return Source(
+        directories=tuple(r.directory for r in runs), profile=profile,
+        profile_hash=first.header.profile_hash, device=first.header.device,
+        created=first.header.created, headroom_fraction=first.header.headroom_fraction,
+        results=_dedupe([res for run in runs for res in run.results]),
+        sweep_budget_bytes=tuple(r.header.budget_bytes for r in runs))
+
+
+def _dedupe(results: list[TrialResult]) -> tuple[TrialResult, ...]:
+    """One trial per num_envs: an ok one if any, and of those the higher peak (cautious)."""
+    best: dict[int, TrialResult] = {}
+    for r in results:
+        old = best.get(r.num_envs)
+        if old is None or _preference(r) > _preference(old):
+            best[r.num_envs] = r
+    return tuple(best[n] for n in sorted(best))
+
+
+def _preference(r: TrialResult) -> tuple[bool, int]:
+    return (r.status is Status.OK and r.steps_per_s is not None, r.peak_bytes or 0)
+
+
+def _largest_cap(source: Source) -> tuple[bool, int | None]:
+    """(any trial ran uncapped, the largest cap any trial ran under)."""
+    caps = [r.budget_bytes for r in source.results] or list(source.sweep_budget_bytes)
+    return any(c is None for c in caps), max((c for c in caps if c is not None), default=None)
+
+
+def plan(source: Source, budget_bytes: int | None, objective: Objective = Objective.THROUGHPUT,
+         headroom_fraction: float | None = None) -> Emission:
+    """Choose for one budget (None: the sweep's own cap) and say what the data cannot show."""
+    headroom = source.headroom_fraction if headroom_fraction is None else headroom_fraction
+    if budget_bytes is None:
+        uncapped, cap = _largest_cap(source)
+        budget_bytes = None if uncapped else cap
+    rec = choose(source.results, budget_bytes, headroom, objective)
+    notices: list[str] = []
+    label = budget_label(budget_bytes)
+    mem = source.memory_label
+    if not source.on_gpu:
+        notices.append(CPU_NOTICE)
+    uncapped, cap = _largest_cap(source)
+    if budget_bytes is not None and not uncapped and cap is not None and budget_bytes > cap:
+        notices.append(f"the sweep ran with a {budget_label(cap)} cap, below this {label} "
+                       f"budget: sizes that need more than {budget_label(cap)} were never "
+                       f"tried, so a larger num_envs may fit; run `vramtune sweep --gpu-mem "
+                       f"{label}` to measure them")
+    total = next((r.gpu_total_bytes for r in source.results if r.gpu_total_bytes), None)
+    if budget_bytes is not None and total is not None and budget_bytes > total:
+        notices.append(f"the {label} budget is larger than the {format_bytes(total)} card the "
+                       f"sweep ran on: nothing above {format_bytes(total)} was measured")
+    chosen = rec.chosen
+    error = None
+    change = None
+    if chosen is None:
+        error = _nothing_fits(source, rec, mem)
+    else:
+        bad = violations(chosen.num_envs, chosen.batch_size or 0, chosen.num_minibatches or 0,
+                         chosen.device_count or 1)
+        if bad:  # the runner never launches these; a hand-edited results file could hold one
+            raise UserError(f"the measured trial at num_envs={chosen.num_envs} breaks "
+                            f"{bad[0].rule}: the results file is damaged or edited")
+        larger = [r for r in source.results if r.num_envs > chosen.num_envs]
+        if not larger:
+            notices.append(f"num_envs={chosen.num_envs} is the largest size measured and it "
+                           f"fits: larger sizes were never tried; a sweep with a higher "
+                           f"--max-envs may find a faster one")
+        change = optimisation_change(source.profile, chosen)
+    return Emission(budget_bytes, headroom, rec, tuple(notices), error, change)
+
+
+def _nothing_fits(source: Source, rec: Recommendation, mem: str) -> str:
+    measured = [r for r in source.results if r.status is Status.OK and r.peak_bytes is not None]
+    limit = both_units(rec.limit_bytes) if rec.limit_bytes is not None else "the budget"
+    if measured:
+        smallest = min(measured, key=lambda r: r.num_envs)
+        return (f"no measured trial fits under the headroom line, {limit}; the smallest that "
+                f"ran, num_envs={smallest.num_envs}, peaked at "
+                f"{format_bytes(smallest.peak_bytes)} {mem}: measure smaller sizes "
+                f"(vramtune sweep --start N) or use a larger budget")
+    failed = [r for r in source.results if r.status in FAILED_BY_MEMORY]
+    why = rec.notice or "no trial finished ok"
+    if failed:
+        why = f"every trial ran out of memory or failed ({why})"
+    return f"nothing to emit: {why}"
+
+
+def optimisation_change(profile: Profile, chosen: TrialResult) -> str | None:
+    """What the chosen batch settings change relative to the profile's base, plus the LR hint."""
+    base = profile.base_shape
+    shape = BatchShape(chosen.num_envs, chosen.batch_size or base.batch_size,
+                       chosen.num_minibatches or base.num_minibatches)
+    lr = profile.ppo.get("learning_rate")
+    hint = lr_scaling_hint(base, shape, profile.unroll_length,
+                           float(lr) if isinstance(lr, int | float) else None)
+    if hint is None:
+        return None
+    head = (f"the optimisation differs from the profile's base (batch_size {base.batch_size} x "
+            f"num_minibatches {base.num_minibatches} at num_envs={base.num_envs}, scaling "
+            f"{profile.scaling}): ")
+    return head + hint

@@ -1,0 +1,250 @@
+"""Tuned configs as files: brax, playground and hydra YAML, and the Markdown quick-reference
+table. Everything is a pure function of the run's records (dates from the records, never the
+clock), so the output is reproducible and testable against golden files. YAML is built as
+data and dumped, never concatenated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any
+
+import yaml
+
+from vramtune import fmt
+from vramtune.errors import UserError
+from vramtune.records import TrialResult
+from vramtune.tune.budgets import CPU_NOTICE, Emission, Source
+from vramtune.tune.recommend import Objective
+from vramtune.units import both_units, budget_label, format_bytes
+from vramtune.workload.profile import Profile
+
+PREALLOCATE_VAR = "XLA_PYTHON_CLIENT_PREALLOCATE"
+MAX_FRACTION = 0.95  # leave the CUDA context and libraries room outside JAX's pool
+
+
+class Format(StrEnum):
+    BRAX = "brax"
+    PLAYGROUND = "playground"
+    HYDRA = "hydra"
+
+
+# --- what goes into the files -------------------------------------------------------------
+
+def ppo_kwargs(profile: Profile, chosen: TrialResult, num_timesteps: int | None = None
+               ) -> dict[str, Any]:
+    """The ppo.train keyword arguments, tuned values first, as measured."""
+    kwargs: dict[str, Any] = {"num_envs": chosen.num_envs,
+                              "batch_size": chosen.batch_size or profile.batch_size,
+                              "num_minibatches": chosen.num_minibatches or profile.num_minibatches,
+                              "unroll_length": chosen.unroll_length or profile.unroll_length}
+    if num_timesteps is not None:
+        kwargs["num_timesteps"] = num_timesteps
+    for key, value in profile.ppo.items():
+        kwargs.setdefault(key, value)
+    kwargs["episode_length"] = profile.episode_length
+    kwargs["action_repeat"] = profile.action_repeat
+    return kwargs
+
+
+def network_kwargs(profile: Profile) -> dict[str, Any]:
+    """``make_ppo_networks`` kwargs (sizes as lists: YAML has no tuples)."""
+    return {k: list(v) if isinstance(v, list | tuple) else v for k, v in profile.network.items()}
+
+
+def xla_env(source: Source, emission: Emission, mem_fraction_var: str
+            ) -> tuple[dict[str, str], list[str]]:
+    """(environment variables to train with, comments explaining them)."""
+    env = {PREALLOCATE_VAR: "false"}
+    notes = [f"{PREALLOCATE_VAR}=false: the pool grows on demand, as it did when measured"]
+    if not source.on_gpu:
+        notes.append("no memory fraction: the run was measured on CPU (host memory), where "
+                     "JAX's fraction does not apply")
+        return env, notes
+    if emission.budget_bytes is None:
+        fraction = MAX_FRACTION
+        notes.append(f"{mem_fraction_var}={fraction:.2f} (the variable this jaxlib reads): no "
+                     f"budget, so JAX's pool may use the card but leave room for the CUDA context")
+    else:
+        fraction = min(MAX_FRACTION, math.floor((1 - emission.headroom_fraction) * 100) / 100)
+        notes.append(f"{mem_fraction_var}={fraction:.2f} (the variable this jaxlib reads) is for "
+                     f"a card with {budget_label(emission.budget_bytes)}: the pool may grow to "
+                     f"the headroom line; on a larger shared card use "
+                     f"{format_bytes(emission.recommendation.limit_bytes)} / its total")
+    env[mem_fraction_var] = f"{fraction:.2f}"
+    return env, notes
+
+
+def header_comments(source: Source, emission: Emission, fmt_: Format) -> list[str]:
+    chosen = emission.chosen
+    assert chosen is not None
+    mem = chosen.memory_label
+    budget = budget_label(emission.budget_bytes)
+    limit = both_units(emission.recommendation.limit_bytes)
+    lines = [f"vramtune emit-config ({fmt_}): profile {source.profile.name} "
+             f"({source.profile_hash}), env {source.profile.env}",
+             f"budget {budget} ({mem}), headroom {emission.headroom_fraction:.0%}: measured peaks "
+             f"must stay under {limit}" if emission.budget_bytes is not None else
+             f"budget: none (uncapped run), headroom {emission.headroom_fraction:.0%}",
+             f"chosen ({emission.recommendation.objective}) among {len(source.results)} measured "
+             f"trials: num_envs={chosen.num_envs}, batch_size={chosen.batch_size}, "
+             f"num_minibatches={chosen.num_minibatches}",
+             f"measured: peak {format_bytes(chosen.peak_bytes)} {mem} ({_peak_source(chosen)}), "
+             f"{fmt.rate(chosen.steps_per_s)} steps/s (median of {chosen.measured_intervals} "
+             f"intervals, compile excluded), compile {fmt.seconds(chosen.compile_s)}"]
+    for r in source.results:
+        if r is not chosen:
+            lines.append(f"  num_envs={r.num_envs}: {r.status}, peak {format_bytes(r.peak_bytes)}, "
+                         f"{fmt.rate(r.steps_per_s)} steps/s: "
+                         f"{emission.recommendation.reasons.get(r.num_envs, '')}")
+    versions = ", ".join(f"{k} {v}" for k, v in chosen.versions.items()
+                         if k in ("jax", "jaxlib", "brax", "mujoco", "playground"))
+    lines += [f"measured on {source.device} ({chosen.backend or fmt.NA}, "
+              f"{_devices(chosen.device_count)}) on {_date(chosen.timestamp)}"
+              + (f" with {versions}" if versions else ""),
+              f"from run {source.label} (created {source.created})"]
+    lines += [f"NOTICE: {n}" for n in emission.notices]
+    if emission.optimisation_change:
+        lines.append(f"NOTE: {emission.optimisation_change}")
+    return lines
+
+
+def _devices(count: int | None) -> str:
+    return f"{count} device{'s' if count != 1 else ''}" if count else f"{fmt.NA} devices"
+
+
+def _peak_source(r: TrialResult) -> str:
+    if not r.is_gpu:
+        return "exact peak RSS" if r.host_peak_rss_bytes is not None else "sampled RSS"
+    if r.nvml_process_peak_bytes is not None:
+        return "NVML, per process"
+    return "JAX allocator pool" if r.jax_peak_pool_bytes is not None else "JAX allocator live"
+
+
+def _date(timestamp: str | None) -> str:
+    return timestamp[:10] if timestamp else fmt.NA
+
+
+def _comment(lines: Sequence[str]) -> str:
+    return "".join(f"# {line}".rstrip() + "\n" for line in lines)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block mappings (one setting a line, easy to diff), lists of numbers inline."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    flow = all(not isinstance(v, dict | list) for v in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+_Dumper.add_representer(list, _represent_list)
+
+
+def _dump(data: dict[str, Any]) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100)
+
+
+
+def _nest(prefix: str, value: dict[str, Any]) -> dict[str, Any]:
+    for part in reversed([p for p in prefix.split(".") if p]):
+        value = {part: value}
+    return value
+
+
+def hydra_overrides(emission: Emission, prefix: str = "ppo") -> str:
+    """The one-line override string for the tuned settings."""
+    chosen = emission.chosen
+    assert chosen is not None
+    dot = f"{prefix}." if prefix else ""
+    return " ".join(f"{dot}{name}={getattr(chosen, name)}"
+                    for name in ("num_envs", "batch_size", "num_minibatches"))
+
+
+def render(source: Source, emission: Emission, fmt_: Format = Format.BRAX, *,
+           mem_fraction_var: str, num_timesteps: int | None = None,
+           hydra_prefix: str = "ppo") -> str:
+    """One YAML file, comments first (with the measured figures and where they came from)."""
+    chosen = emission.chosen
+    if chosen is None:
+        raise UserError(emission.error or "nothing to emit")
+    profile = source.profile
+    kwargs = ppo_kwargs(profile, chosen, num_timesteps)
+    network = network_kwargs(profile)
+    env, env_notes = xla_env(source, emission, mem_fraction_var)
+    comments = header_comments(source, emission, fmt_)
+    timesteps = [] if num_timesteps is not None else [
+        "num_timesteps is not set: vramtune measured speed and memory, not training length"]
+    if fmt_ is Format.PLAYGROUND:
+        params = dict(kwargs)
+        if network:
+            params["network_factory"] = network
+        usage = ["usage (MuJoCo Playground):",
+                 "  ppo_params = <suite>_params.brax_ppo_config(env_name)  # e.g. "
+                 "locomotion_params",
+                 "  ppo_params.update(yaml.safe_load(open(THIS_FILE))['ppo_params'])",
+                 "  # update() merges network_factory, keeping its obs keys; set xla_env "
+                 "before JAX starts"]
+        if num_timesteps is None:
+            timesteps = ["num_timesteps is not set: keep brax_ppo_config's"]
+        body = _dump({"ppo_params": params}) + _comment(env_notes) + _dump({"xla_env": env})
+        return _comment(comments + timesteps + usage) + body
+    if fmt_ is Format.HYDRA:
+        override = hydra_overrides(emission, hydra_prefix)
+        usage = [f"override: {override}",
+                 "hydra.job.env_set sets the XLA variables for the job before JAX starts"]
+        body = _dump(_nest(hydra_prefix, kwargs)) + (_dump({"network": network}) if network else "")
+        body += _comment(env_notes) + _dump({"hydra": {"job": {"env_set": env}}})
+        return "# @package _global_\n" + _comment(comments + timesteps + usage) + body
+    environment = {k: v for k, v in (("env", profile.env), ("backend", profile.backend),
+                                     ("impl", profile.impl)) if v}
+    if profile.env_kwargs:
+        environment["env_kwargs"] = dict(profile.env_kwargs)
+    usage = ["usage (Brax): set xla_env before JAX starts, then",
+             "  ppo.train(environment, num_timesteps=N, **cfg['ppo'], network_factory="
+             "functools.partial(ppo_networks.make_ppo_networks, **cfg['network']))"]
+    body = _dump({"environment": environment}) + _dump({"ppo": kwargs})
+    if network:
+        body += _dump({"network": network})
+    body += _comment(env_notes) + _dump({"xla_env": env})
+    return _comment(comments + timesteps + usage) + body
+
+
+def output_name(profile_name: str, budget_bytes: int | None, fmt_: Format) -> str:
+    suffix = "" if fmt_ is Format.BRAX else f"-{fmt_}"
+    return f"{profile_name}-{budget_label(budget_bytes)}{suffix}.yaml"
+
+
+def markdown_table(source: Source, emissions: Sequence[Emission],
+                   files: Sequence[str | None] | None = None) -> str:
+    """The quick-reference table people write by hand, from measurements only."""
+    mem = source.memory_label
+    files = list(files) if files is not None else [None] * len(emissions)
+    show_files = any(files)
+    head = ["budget", "num_envs", "batch_size", "num_minibatches", f"measured peak ({mem})",
+            "steps/s"] + (["file"] if show_files else [])
+    lines = [f"### {source.profile.name} on {source.device}", "",
+             "| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
+    for emission, file in zip(emissions, files, strict=True):
+        r = emission.chosen
+        if r is None:
+            cells = [budget_label(emission.budget_bytes), "does not fit", fmt.NA, fmt.NA, fmt.NA,
+                     fmt.NA]
+        else:
+            cells = [budget_label(emission.budget_bytes), str(r.num_envs), str(r.batch_size),
+                     str(r.num_minibatches), format_bytes(r.peak_bytes), fmt.rate(r.steps_per_s)]
+        if show_files:
+            cells.append(f"`{file}`" if file else fmt.NA)
+        lines.append("| " + " | ".join(cells) + " |")
+    objective = emissions[0].recommendation.objective if emissions else Objective.THROUGHPUT
+    headroom = emissions[0].headroom_fraction if emissions else source.headroom_fraction
+    lines += ["", f"Objective {objective}, headroom {headroom:.0%}; measured by vramtune on "
+                  f"{_date(source.created)} (run {source.label})."]
+    if any(CPU_NOTICE in e.notices for e in emissions):
+        lines.append(f"Note: {CPU_NOTICE}.")
+    for e in emissions:
+        for text in ([e.error] if e.error else []) + [n for n in e.notices if n != CPU_NOTICE]:
+            lines.append(f"- {budget_label(e.budget_bytes)}: {text}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,172 @@
+"""A sweep as a picture: memory and steps/s against num_envs (log2), budget, OOMs, the pick.
+
+matplotlib is an optional extra (``vramtune[plot]``) and is imported only here, with the Agg
+backend, so plotting works on a headless CI runner and never opens a window.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from vramtune.errors import UserError
+from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult
+from vramtune.results.store import Run
+from vramtune.tune.recommend import Recommendation
+from vramtune.units import format_bytes
+
+MISSING_MATPLOTLIB = ("plotting needs matplotlib, which is not installed: "
+                      "pip install 'vramtune[plot]'")
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise UserError(MISSING_MATPLOTLIB) from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _series(results: Sequence[TrialResult], gpu: bool) -> list[tuple[str, str, list[tuple[int, int]]]]:
+    """(label, style, points) for each memory figure the run has; labels name the memory."""
+    figures = [("jax_peak_bytes_in_use", "allocator live peak (VRAM)", "-o"),
+               ("_process", "process peak (VRAM: NVML / pool)", "-s"),
+               ("host_peak_rss_bytes", "host peak RSS (host RAM" + (", not VRAM)" if gpu else ")"),
+                ":^" if gpu else "-^")]
+    out = []
+    for attr, label, style in figures:
+        points = []
+        for r in results:
+            if r.status is not Status.OK:
+                continue
+            if attr == "_process":
+                value = r.nvml_process_peak_bytes if r.nvml_process_peak_bytes is not None \
+                    else r.jax_peak_pool_bytes
+                value = value if r.is_gpu else None
+            else:
+                value = getattr(r, attr)
+            if value is not None:
+                points.append((r.num_envs, value))
+        if points:
+            out.append((label, style, sorted(points)))
+    return out
+
+
+def _unit(max_bytes: float) -> tuple[str, float]:
+    return ("GiB", 2**30) if max_bytes >= 2 * 2**30 else ("MiB", 2**20)
+
+
+def plot_run(run: Run, rec: Recommendation, path: str | Path, *, budget_bytes: int | None,
+             headroom_fraction: float) -> Path:
+    """Write a PNG of the sweep to ``path``; UserError if matplotlib is missing."""
+    plt = _pyplot()
+    path = Path(path)
+    results = sorted(run.results, key=lambda r: r.num_envs)
+    gpu = any(r.is_gpu for r in results)
+    kind = "VRAM" if gpu else "host RAM"
+    series = _series(results, gpu)
+    peaks = [v for _, _, pts in series for _, v in pts]
+    peaks += [r.peak_bytes for r in results if r.peak_bytes is not None]
+    if budget_bytes:
+        peaks.append(budget_bytes)
+    unit, scale = _unit(max(peaks, default=2**30))
+
+    fig, (ax_mem, ax_speed) = plt.subplots(2, 1, sharex=True, figsize=(9, 7.5), dpi=110,
+                                           gridspec_kw={"height_ratios": [3, 2]})
+    h = run.header
+    budget_text = f"budget {format_bytes(budget_bytes)} {kind}" if budget_bytes else "no budget"
+    fig.suptitle(f"{h.profile_name} on {h.device}\n{budget_text}, headroom {headroom_fraction:.0%}, "
+                 f"objective {rec.objective}", fontsize=11)
+
+    for label, style, pts in series:
+        ax_mem.plot([n for n, _ in pts], [v / scale for _, v in pts], style, label=label,
+                    markersize=5)
+    if budget_bytes:
+        ax_mem.axhline(budget_bytes / scale, color="tab:red", linestyle="--", linewidth=1.2,
+                       label=f"budget ({format_bytes(budget_bytes)})")
+        if rec.limit_bytes is not None and headroom_fraction > 0:
+            ax_mem.axhline(rec.limit_bytes / scale, color="tab:orange", linestyle=":",
+                           linewidth=1.2, label=f"headroom limit ({headroom_fraction:.0%} "
+                                                f"below budget)")
+
+    failed = [r for r in results if r.status is not Status.OK]
+    oom_labelled = other_labelled = False
+    for r in failed:
+        is_oom = r.status in FAILED_BY_MEMORY
+        colour = "tab:red" if is_oom else "tab:gray"
+        for ax in (ax_mem, ax_speed):
+            ax.axvline(r.num_envs, color=colour, linestyle=":", linewidth=1, alpha=0.7)
+        y = r.peak_bytes if r.peak_bytes is not None else budget_bytes
+        if y is not None:
+            label = None
+            if is_oom and not oom_labelled:
+                label, oom_labelled = "out of memory (its peak, else on the budget line)", True
+            elif not is_oom and not other_labelled:
+                label, other_labelled = "failed (timeout / crash / error)", True
+            ax_mem.plot([r.num_envs], [y / scale], "X", color=colour, markersize=11, label=label)
+        ax_speed.annotate(str(r.status).upper(), (r.num_envs, 0.5), xycoords=("data", "axes fraction"),
+                          rotation=90, ha="right", va="center", color=colour, fontsize=9)
+
+    ok = [r for r in results if r.status is Status.OK and r.steps_per_s is not None]
+    if ok:
+        ax_speed.plot([r.num_envs for r in ok], [r.steps_per_s for r in ok], "-o",
+                      color="tab:green", markersize=5, label="steps/s (median, compile excluded)")
+        low = [r.steps_per_s_min for r in ok]
+        high = [r.steps_per_s_max for r in ok]
+        if all(v is not None for v in low + high):
+            ax_speed.fill_between([r.num_envs for r in ok], low, high, color="tab:green",
+                                  alpha=0.15, label="min-max over intervals")
+
+    c = rec.chosen
+    if c is not None:
+        for ax in (ax_mem, ax_speed):
+            ax.axvline(c.num_envs, color="tab:blue", linewidth=6, alpha=0.12)
+        if c.peak_bytes is not None:
+            ax_mem.plot([c.num_envs], [c.peak_bytes / scale], "*", color="tab:blue",
+                        markersize=16, label=f"recommended: {c.num_envs} envs")
+        if c.steps_per_s is not None:
+            ax_speed.plot([c.num_envs], [c.steps_per_s], "*", color="tab:blue", markersize=16)
+            ax_speed.annotate(f"recommended\n{c.num_envs} envs", (c.num_envs, c.steps_per_s),
+                              textcoords="offset points", xytext=(0, -30), ha="center",
+                              fontsize=9, color="tab:blue")
+    elif rec.notice:
+        ax_speed.text(0.5, 0.95, textwrap.fill(f"no recommendation: {rec.notice}", 90),
+                      transform=ax_speed.transAxes, ha="center", va="top", fontsize=8,
+                      color="tab:red", bbox={"facecolor": "white", "alpha": 0.9, "edgecolor": "none"})
+
+    sizes = sorted({r.num_envs for r in results})
+    ax_speed.set_xscale("log", base=2)
+    if sizes:
+        ax_speed.set_xticks(sizes)
+        ax_speed.set_xticklabels([str(n) for n in sizes])
+        ax_speed.set_xlim(sizes[0] / 1.4, sizes[-1] * 1.4)
+    ax_speed.minorticks_off()
+    ax_mem.minorticks_off()
+    ax_speed.set_xlabel("num_envs (log2 scale)")
+    ax_mem.set_ylabel(f"peak memory ({unit})" if gpu else f"peak host RAM ({unit})")
+    ax_speed.set_ylabel("steps/s")
+    ax_mem.set_ylim(0, ax_mem.get_ylim()[1] * 1.08)
+    ax_speed.set_ylim(0, max(ax_speed.get_ylim()[1], 1.0) * 1.12)  # room above the star
+    ax_speed.yaxis.set_major_formatter(_thousands())
+    for ax in (ax_mem, ax_speed):
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best", fontsize=8, framealpha=0.85)
+    if not gpu:
+        ax_mem.set_title("CPU backend: host RAM (peak RSS of the trial process), not VRAM",
+                         fontsize=9, color="dimgray")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path
+
+
+def _thousands() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _pos: f"{v:,.0f}")

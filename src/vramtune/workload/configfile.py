@@ -1,0 +1,301 @@
+"""Find Brax PPO batch settings in the YAML files people actually have, and diagnose them.
+
+Configs come flat (``ppo.train`` kwargs at the top), nested (under ``ppo:``, ``experiment:``,
+``algorithm:``, Playground's ``ppo_params:``, a Hydra group...), or with upper-case / camelCase
+/ dashed keys (``NUM_ENVS``, ``numEnvs``, ``num-envs``). Rather than guess a schema we search
+every mapping, then take batch_size and num_minibatches from the place closest to where
+num_envs was found, so an ``eval: {batch_size: ...}`` elsewhere is not mistaken for PPO's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vramtune.errors import UserError
+from vramtune.workload.rules import (
+    BatchShape,
+    ScalingPolicy,
+    Violation,
+    nearest_valid,
+    suggest_fixes,
+    valid_batch_settings,
+    violations,
+)
+
+# brax.training.agents.ppo.train's own defaults (brax 0.14.x): what ppo.train runs with when
+# a config leaves these out.
+BRAX_DEFAULTS = {"batch_size": 32, "num_minibatches": 16, "unroll_length": 10}
+
+# Accepted spellings, after normalising case, camelCase and dashes to snake_case.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "num_envs": ("num_envs", "n_envs", "num_environments", "num_parallel_envs"),
+    "batch_size": ("batch_size",),
+    "num_minibatches": ("num_minibatches", "num_mini_batches", "n_minibatches", "minibatches"),
+    "unroll_length": ("unroll_length",),
+}
+
+_INTERPOLATION = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
+_EVAL = re.compile(r"(^|_)(eval|evaluation|evaluator|test|testing)(_|$)")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+@dataclass(frozen=True)
+class Found:
+    """One setting: its value and where it came from (a dotted path, or a default)."""
+
+    value: int
+    path: str | None  # None: not in the file, Brax's default applies
+
+    @property
+    def where(self) -> str:
+        return self.path if self.path is not None else "not set: ppo.train default"
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    source: str
+    num_envs: Found
+    batch_size: Found
+    num_minibatches: Found
+    unroll_length: Found
+    notes: tuple[str, ...] = ()  # other occurrences that were not used, and why
+
+    @property
+    def shape(self) -> BatchShape:
+        return BatchShape(self.num_envs.value, self.batch_size.value, self.num_minibatches.value)
+
+    @property
+    def defaults_used(self) -> tuple[str, ...]:
+        return tuple(name for name in ("batch_size", "num_minibatches")
+                     if getattr(self, name).path is None)
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """Under one scaling policy: valid settings at this num_envs, else the nearest num_envs."""
+
+    policy: ScalingPolicy
+    shapes: tuple[BatchShape, ...]
+    below: int | None  # nearest valid num_envs, only when shapes is empty
+    above: int | None
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    config: BatchConfig
+    device_count: int
+    violations: tuple[Violation, ...]
+    fixes: tuple[BatchShape, ...]
+    options: tuple[PolicyOptions, ...] = ()  # what each scaling policy allows (invalid only)
+
+    @property
+    def valid(self) -> bool:
+        return not self.violations
+
+    @property
+    def env_steps_per_update(self) -> int:
+        return self.config.shape.samples_per_update * self.config.unroll_length.value
+
+
+def normalise_key(key: Any) -> str:
+    """'NUM_ENVS', 'numEnvs', 'num-envs' -> 'num_envs'."""
+    return _CAMEL.sub("_", str(key)).replace("-", "_").lower()
+
+
+def _walk(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
+    """Every mapping in the document, breadth first (shallow settings win ties)."""
+    queue: deque[tuple[tuple[str, ...], Any]] = deque([(path, node)])
+    while queue:
+        where, item = queue.popleft()
+        if isinstance(item, dict):
+            yield where, item
+            for key, value in item.items():
+                if isinstance(value, dict | list):
+                    queue.append(((*where, str(key)), value))
+        elif isinstance(item, list):
+            for index, value in enumerate(item):
+                if isinstance(value, dict | list):
+                    queue.append(((*where, f"[{index}]"), value))
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    return ".".join(path).replace(".[", "[")
+
+
+def _lookup(root: Any, dotted: str) -> Any:
+    node = root
+    for part in dotted.split("."):
+        if not isinstance(node, dict):
+            raise KeyError(dotted)
+        node = next(v for k, v in node.items() if str(k) == part)
+    return node
+
+
+def _as_int(raw: Any, name: str, where: str, root: Any, depth: int = 0) -> int:
+    """An integer setting; resolves ${a.b} (Hydra/OmegaConf absolute references)."""
+    if isinstance(raw, str):
+        match = _INTERPOLATION.match(raw.strip())
+        if match and depth < 8:
+            try:
+                target = _lookup(root, match[1])
+            except (KeyError, StopIteration):
+                raise UserError(f"{name} at {where} is {raw!r}, and {match[1]} is not in the "
+                                f"file; give a number") from None
+            return _as_int(target, name, f"{where} -> {match[1]}", root, depth + 1)
+    value: float | None = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if isinstance(raw, float):
+        value = raw
+    elif isinstance(raw, str):
+        try:
+            value = float(raw.strip().replace("_", ""))
+        except ValueError:
+            value = None
+    if value is None or not value.is_integer():
+        raise UserError(f"{name} at {where} is {raw!r}, not an integer")
+    return int(value)
+
+
+def _candidates(root: Any, name: str) -> list[tuple[tuple[str, ...], Any]]:
+    spellings = ALIASES[name]
+    found = []
+    for path, mapping in _walk(root):
+        for key, value in mapping.items():
+            if normalise_key(key) in spellings and not isinstance(value, dict | list):
+                found.append(((*path, str(key)), value))
+    return found
+
+
+def _distance(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """Steps through the tree between the mappings holding two keys."""
+    a, b = a[:-1], b[:-1]
+    common = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        common += 1
+    return len(a) + len(b) - 2 * common
+
+
+def _is_eval(path: tuple[str, ...]) -> bool:
+    """A key under an eval / test section describes evaluation, not training."""
+    return any(_EVAL.search(normalise_key(part)) for part in path[:-1])
+
+
+def searched_keys() -> str:
+    return ", ".join(ALIASES["num_envs"]) + " (any case, camelCase or dashes, at any depth)"
+
+
+def parse_config(data: Any, source: str = "<config>") -> BatchConfig:
+    """The batch settings in a parsed YAML document; UserError when there are none."""
+    envs = _candidates(data, "num_envs")
+    if not envs:
+        raise UserError(f"{source}: no num_envs found; looked for keys {searched_keys()}")
+    notes: list[str] = []
+    # Several num_envs (train and eval sections): prefer one outside eval/test sections, then
+    # the one whose mapping holds the most batch settings, then the shallowest.
+    batch_keys: dict[tuple[str, ...], int] = {}
+    for name in ("batch_size", "num_minibatches"):
+        for path, _ in _candidates(data, name):
+            batch_keys[path[:-1]] = batch_keys.get(path[:-1], 0) + 1
+
+    def rank(candidate: tuple[tuple[str, ...], Any]) -> tuple[bool, int, int]:
+        path = candidate[0]
+        return (_is_eval(path), -batch_keys.get(path[:-1], 0), len(path))
+
+    env_path, env_raw = min(envs, key=rank)
+    num_envs = Found(_as_int(env_raw, "num_envs", _dotted(env_path), data), _dotted(env_path))
+    for path, raw in envs:
+        if path != env_path:
+            why = ("an evaluation setting" if _is_eval(path) else
+                   "the one used sits with the batch settings" if rank((path, raw))[1] >
+                   rank((env_path, env_raw))[1] else "the one used is shallower")
+            notes.append(f"also found {_dotted(path)}={raw!r}, not used ({why})")
+    settings: dict[str, Found] = {}
+    for name in ("batch_size", "num_minibatches", "unroll_length"):
+        found = _candidates(data, name)
+        if not found:
+            settings[name] = Found(BRAX_DEFAULTS[name], None)
+            continue
+        path, raw = min(found, key=lambda c: (_distance(c[0], env_path), _is_eval(c[0]),
+                                              len(c[0])))
+        settings[name] = Found(_as_int(raw, name, _dotted(path), data), _dotted(path))
+        for other, value in found:
+            if other != path:
+                notes.append(f"also found {_dotted(other)}={value!r}, not used ({_dotted(path)} "
+                             f"is closer to {num_envs.path})")
+    return BatchConfig(source, num_envs, settings["batch_size"], settings["num_minibatches"],
+                       settings["unroll_length"], tuple(notes))
+
+
+def load_config(path: str | Path) -> BatchConfig:
+    """Read a YAML (or JSON) config file; every reason it cannot be read is a UserError."""
+    file = Path(path).expanduser()
+    if not file.exists():
+        raise UserError(f"{file}: no such file")
+    if not file.is_file():
+        raise UserError(f"{file}: not a file")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{file}: cannot read it ({exc})") from None
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+        raise UserError(f"{file}: not valid YAML{where}: {problem}") from None
+    if not documents:
+        raise UserError(f"{file}: empty; no num_envs found (looked for keys {searched_keys()})")
+    return parse_config(documents[0] if len(documents) == 1 else documents, str(file))
+
+
+def diagnose(config: BatchConfig, device_count: int = 1, fixes: int = 3) -> Diagnosis:
+    """Every broken rule, and the nearest valid settings when there is one."""
+    if device_count < 1:
+        raise UserError(f"--device-count must be a positive integer, got {device_count}")
+    shape = config.shape
+    broken = violations(shape.num_envs, shape.batch_size, shape.num_minibatches, device_count)
+    nearest: list[BatchShape] = []
+    if broken and min(shape.num_envs, shape.batch_size, shape.num_minibatches) >= 1:
+        nearest = suggest_fixes(shape.num_envs, shape.batch_size, shape.num_minibatches,
+                                device_count, count=fixes)
+    return Diagnosis(config, device_count, tuple(broken), tuple(nearest),
+                     policy_options(shape, device_count) if nearest else ())
+
+
+def policy_options(shape: BatchShape, device_count: int = 1, count: int = 2
+                   ) -> tuple[PolicyOptions, ...]:
+    """For each scaling policy, taking this file's settings as the base: the valid settings
+    that keep num_envs, or the nearest num_envs on both sides when there are none."""
+    found = []
+    for policy in ScalingPolicy:
+        shapes = valid_batch_settings(policy, shape, shape.num_envs, device_count, count=count)
+        below = above = None
+        if not shapes:
+            below, above = nearest_valid(policy, shape, shape.num_envs, device_count,
+                                         limit=2 * max(shape.num_envs, shape.samples_per_update))
+        found.append(PolicyOptions(policy, tuple(shapes), below, above))
+    return tuple(found)
+
+
+def describe_fix(config: BatchConfig, fix: BatchShape) -> str:
+    """'num_envs 3000 -> 2048' style: only what changes."""
+    changes = []
+    for name in ("num_envs", "batch_size", "num_minibatches"):
+        before, after = getattr(config, name).value, getattr(fix, name)
+        if before != after:
+            changes.append(f"{name} {before} -> {after}")
+    unrolls = fix.unrolls_per_step
+    return (", ".join(changes) or "no change") + \
+        f" (batch_size x num_minibatches = {fix.samples_per_update}: {unrolls} unroll" \
+        f"{'s' if unrolls != 1 else ''} of all envs per training step)"

@@ -1,0 +1,41 @@
+import pytest
+
+from vramtune.errors import UserError
+from vramtune.machine import mem_fraction_var
+from vramtune.measure.cap import DEFAULT_GPU_FRACTION, gpu_fraction, plan_cap
+
+GB = 10**9
+
+
+def test_no_budget_takes_095_not_jax_075():
+    assert gpu_fraction(None, None, 80 * GB) == DEFAULT_GPU_FRACTION == 0.95
+
+
+def test_emulating_8gb_on_80gb_subtracts_the_overhead():
+    assert gpu_fraction(8 * GB, GB // 2, 80 * GB) == pytest.approx(7.5 / 80)
+
+
+def test_budget_below_overhead_is_a_user_error():
+    with pytest.raises(UserError, match="overhead"):
+        gpu_fraction(GB // 4, GB // 2, 80 * GB)
+
+
+def test_budget_above_card_is_capped():
+    assert gpu_fraction(100 * GB, 0, 80 * GB) == 1.0
+
+
+def test_installed_jaxlib_reads_exactly_one_fraction_variable():
+    # jaxlib 0.9.x reads XLA_CLIENT_MEM_FRACTION and rejects both being set.
+    assert mem_fraction_var() in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
+
+
+def test_cpu_cap_is_rlimit_data_with_preallocation_off():
+    cap = plan_cap(2 * GB, None, None)
+    assert cap.rlimit_data_bytes == 2 * GB and cap.description == "RLIMIT_DATA=2000000000"
+    assert cap.env["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert not any("MEM_FRACTION" in k for k in cap.env)
+
+
+def test_no_budget_on_cpu_means_no_cap():
+    cap = plan_cap(None, None, None)
+    assert cap.rlimit_data_bytes is None and cap.description is None

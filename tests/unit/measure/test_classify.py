@@ -1,0 +1,58 @@
+from vramtune.measure.trial import classify
+from vramtune.records import Status
+
+
+def test_ok():
+    assert classify({"status": "ok"}, 0, False, "")[0] is Status.OK
+
+
+def test_resource_exhausted_is_oom():
+    child = {"status": "error", "error_type": "jax.errors.JaxRuntimeError",
+             "error_message": "RESOURCE_EXHAUSTED: Out of memory allocating 123 bytes."}
+    status, kind, message = classify(child, 3, False, "")
+    assert status is Status.OOM and kind == "jax.errors.JaxRuntimeError"
+    assert message.startswith("RESOURCE_EXHAUSTED")
+
+
+def test_cpu_wording_of_oom():
+    child = {"status": "error", "error_message": "INTERNAL: Buffer Definition Event: Error "
+             "dispatching computation: Out of memory allocating 513156296 bytes."}
+    assert classify(child, 3, False, "")[0] is Status.OOM
+
+
+def test_other_exception_is_error():
+    child = {"status": "error", "error_type": "builtins.KeyError", "error_message": "'x'"}
+    assert classify(child, 3, False, "")[0] is Status.ERROR
+
+
+def test_timeout_wins():
+    assert classify(None, -9, True, "")[0] is Status.TIMEOUT
+
+
+def test_signal_without_result_is_crash():
+    status, kind, message = classify(None, -11, False, "some output")
+    assert status is Status.CRASH and kind == "SIGSEGV" and "some output" in message
+
+
+def test_abort_from_bad_alloc_is_oom():
+    tail = "terminate called after throwing an instance of 'std::bad_alloc'"
+    assert classify(None, -6, False, tail)[0] is Status.OOM
+
+
+def test_nonzero_exit_without_result_is_crash():
+    assert classify(None, 1, False, "")[0] is Status.CRASH
+
+
+def test_blocked_warp_import_is_dropped_from_abort_tails():
+    tail = ("Failed to import warp: import of warp halted; None in sys.modules\n"
+            "Failed to import mujoco_warp: import of warp halted; None in sys.modules\n"
+            "terminate called after throwing an instance of 'std::bad_alloc'\n")
+    status, _, message = classify(None, -6, False, tail)
+    assert status is Status.OOM and "warp" not in message and "std::bad_alloc" in message
+
+
+def test_cache_loader_noise_is_dropped_from_abort_tails():
+    tail = ("E1121 19:56:52.541395 3916 cpu_aot_loader.cc:220] Loading XLA:CPU AOT result.\n"
+            "terminate called after throwing an instance of 'std::bad_alloc'\n")
+    status, _, message = classify(None, -6, False, tail)
+    assert status is Status.OOM and "cpu_aot_loader" not in message

@@ -1,0 +1,107 @@
+"""The results file: append-only, survives a cut-off write, refuses other schemas."""
+
+import json
+
+import pytest
+
+from vramtune.errors import UserError
+from vramtune.records import Status, TrialResult
+from vramtune.results.store import (
+    RESULTS_FILE,
+    SCHEMA_VERSION,
+    RunHeader,
+    append_result,
+    create_run,
+    load_run,
+    trial_key,
+)
+
+
+def header(**kw) -> RunHeader:
+    base = dict(profile_name="quick", profile_hash="abc", profile={"name": "quick"},
+                budget_bytes=10**9, headroom_fraction=0.1, machine={"cpu": "AMD EPYC"},
+                versions={"jax": "0.9.2"})
+    base.update(kw)
+    return RunHeader(**base)
+
+
+def trial(n: int, status: Status = Status.OK) -> TrialResult:
+    return TrialResult(status=status, profile="quick", profile_hash="abc", num_envs=n,
+                       budget_bytes=10**9, versions={"jax": "0.9.2"}, host_peak_rss_bytes=n,
+                       notes=("a note",))
+
+
+def test_round_trip(tmp_path):
+    create_run(tmp_path, header(search={"start": 128}))
+    append_result(tmp_path, trial(128))
+    append_result(tmp_path, trial(256, Status.OOM))
+    run = load_run(tmp_path)
+    assert run.header.search == {"start": 128} and run.header.schema_version == SCHEMA_VERSION
+    assert [(r.num_envs, r.status) for r in run.results] == [(128, Status.OK), (256, Status.OOM)]
+    assert run.results[0] == trial(128) and run.warnings == ()
+
+
+def test_truncated_last_line_is_skipped_with_a_warning(tmp_path):
+    create_run(tmp_path, header())
+    append_result(tmp_path, trial(128))
+    with open(tmp_path / RESULTS_FILE, "a") as handle:
+        handle.write('{"kind": "trial", "status": "ok", "num_en')  # the write that was cut
+    run = load_run(tmp_path)
+    assert [r.num_envs for r in run.results] == [128]
+    assert len(run.warnings) == 1 and "truncated last line" in run.warnings[0]
+
+
+def test_damage_in_the_middle_is_an_error(tmp_path):
+    create_run(tmp_path, header())
+    with open(tmp_path / RESULTS_FILE, "a") as handle:
+        handle.write("not json\n" + json.dumps({"kind": "trial", **trial(1).to_dict()}) + "\n")
+    with pytest.raises(UserError, match="damaged"):
+        load_run(tmp_path)
+
+
+def test_other_schema_version_is_refused(tmp_path):
+    (tmp_path / RESULTS_FILE).write_text(json.dumps({"kind": "header", "schema_version": 0}) + "\n")
+    with pytest.raises(UserError, match="schema version 0"):
+        load_run(tmp_path)
+
+
+def test_not_a_results_file(tmp_path):
+    (tmp_path / RESULTS_FILE).write_text(json.dumps({"hello": 1}) + "\n")
+    with pytest.raises(UserError, match="no header"):
+        load_run(tmp_path)
+    with pytest.raises(UserError, match="no results"):
+        load_run(tmp_path / "missing")
+
+
+def test_create_refuses_to_overwrite(tmp_path):
+    create_run(tmp_path, header())
+    with pytest.raises(UserError, match="--resume"):
+        create_run(tmp_path, header())
+
+
+def test_trial_key_separates_budgets_versions_and_devices():
+    h = header()
+    a = trial(128)
+    assert trial_key(h, a) == trial_key(h, trial(128))
+    other_budget = TrialResult(**{**a.__dict__, "budget_bytes": 2 * 10**9})
+    other_versions = TrialResult(**{**a.__dict__, "versions": {"jax": "0.9.1"}})
+    other_gpu = TrialResult(**{**a.__dict__, "gpu_name": "NVIDIA H100"})
+    assert len({trial_key(h, r) for r in (a, other_budget, other_versions, other_gpu)}) == 4
+
+
+def test_appending_after_a_cut_off_line_keeps_the_file_readable(tmp_path):
+    create_run(tmp_path, header())
+    append_result(tmp_path, trial(128))
+    with open(tmp_path / RESULTS_FILE, "a") as handle:
+        handle.write('{"kind": "trial", "status": "ok", "num_en')  # the write a crash cut
+    append_result(tmp_path, trial(256))  # what --resume does next
+    append_result(tmp_path, trial(512))
+    run = load_run(tmp_path)
+    assert [r.num_envs for r in run.results] == [128, 256, 512] and run.warnings == ()
+
+
+def test_unwritable_run_directory_is_a_user_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(UserError, match="cannot write results"):
+        create_run(blocker, header())

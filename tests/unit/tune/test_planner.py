@@ -1,0 +1,147 @@
+"""The planner on recorded sequences: pure, so every branch is cheap to pin down."""
+
+from vramtune.records import Status, TrialResult
+from vramtune.tune.planner import Phase, SearchSpace, doubling_sizes, plan
+from vramtune.workload.profile import profile_from_dict
+
+GiB = 2**30
+
+
+def result(n: int, status: Status = Status.OK, peak: float | None = 1.0,
+           sps: float | None = 1000.0) -> TrialResult:
+    return TrialResult(status=status, profile="p", profile_hash="h", num_envs=n, backend="cpu",
+                       host_peak_rss_bytes=int(peak * GiB) if peak is not None else None,
+                       steps_per_s=sps if status is Status.OK else None)
+
+
+def space(start=128, max_envs=4096, refine=3, limit=None, valid=lambda n: True) -> SearchSpace:
+    return SearchSpace(start=start, max_envs=max_envs, refine=refine,
+                       limit_bytes=int(limit * GiB) if limit else None, is_valid=valid)
+
+
+def replay(memory_of, sp: SearchSpace, oom_above: float | None = None, limit_steps: int = 50):
+    """Run the planner against a memory model; returns the sizes tried and the last step."""
+    results: list[TrialResult] = []
+    for _ in range(limit_steps):
+        step = plan(results, sp)
+        if step.phase is Phase.DONE:
+            return [r.num_envs for r in results], step
+        peak = memory_of(step.num_envs)
+        if oom_above is not None and peak > oom_above:
+            results.append(result(step.num_envs, Status.OOM, peak=oom_above))
+        else:
+            results.append(result(step.num_envs, peak=peak))
+    raise AssertionError("planner did not finish")
+
+
+def test_doubling_ladder_includes_the_maximum():
+    assert doubling_sizes(space(128, 1000)) == [128, 256, 512, 1000]
+    assert doubling_sizes(space(128, 1024)) == [128, 256, 512, 1024]
+
+
+def test_doubling_snaps_to_valid_sizes():
+    sp = space(100, 2048, valid=lambda n: n % 64 == 0)
+    assert doubling_sizes(sp) == [128, 256, 512, 1024, 2048]
+
+
+def test_first_size_already_fails_says_what_to_try():
+    sizes, step = replay(lambda n: 10.0, space(limit=2.0), oom_above=3.0)
+    assert sizes == [128]
+    assert "does not fit even at 128" in step.reason and "--start" in step.reason
+
+
+def test_nothing_fails_up_to_the_maximum():
+    sizes, step = replay(lambda n: 1.0, space(max_envs=1024))
+    assert sizes == [128, 256, 512, 1024]
+    assert "no failure up to the maximum 1024" in step.reason
+
+
+def test_oom_at_fourth_doubling_found_within_doublings_plus_refine():
+    # memory = 1 GiB + n * 1 MiB: 2048 envs need 3 GiB, the cap is 2.5 GiB
+    sizes, step = replay(lambda n: 1 + n / 1024, space(refine=3), oom_above=2.5)
+    doublings = [128, 256, 512, 1024, 2048]
+    assert sizes[:5] == doublings
+    assert len(sizes) <= len(doublings) + 3
+    assert sizes[5] == 1536 and all(1024 < n < 2048 for n in sizes[5:])
+    assert step.phase is Phase.DONE and "refinement" in step.reason
+
+
+def test_headroom_counts_as_failure():
+    sizes, _ = replay(lambda n: 1 + n / 1024, space(refine=0, limit=1.6))
+    assert sizes == [128, 256, 512, 1024]  # 1024 -> 2 GiB is over the 1.6 GiB line
+
+
+def test_refine_converges_and_never_repeats():
+    sizes, step = replay(lambda n: n / 1000, space(start=64, max_envs=65536, refine=10),
+                         oom_above=5.0)
+    assert len(sizes) == len(set(sizes))
+    assert "no valid size lies between" in step.reason or "refinement" in step.reason
+
+
+def test_timeout_in_the_middle_is_a_boundary():
+    results = [result(128), result(256), result(512, Status.TIMEOUT)]
+    step = plan(results, space())
+    assert step.phase is Phase.REFINING and step.num_envs == 384
+
+
+def test_crash_in_the_middle_is_a_boundary():
+    results = [result(128), result(256, Status.CRASH)]
+    step = plan(results, space())
+    assert step.num_envs == 192
+
+
+def test_error_stops_the_search():
+    failed = TrialResult(status=Status.ERROR, profile="p", profile_hash="h", num_envs=256,
+                         error_message="ModuleNotFoundError: No module named 'my_env'")
+    step = plan([result(128), failed], space())
+    assert step.phase is Phase.DONE and "my_env" in step.reason and "not a memory limit" in step.reason
+
+
+def test_multi_device_grid():
+    sp = space(start=100, max_envs=2000, valid=lambda n: n % 8 == 0, refine=2)
+    sizes, _ = replay(lambda n: n / 1000, sp, oom_above=1.0)
+    assert all(n % 8 == 0 for n in sizes)
+    assert sizes[:4] == [104, 208, 416, 832]
+
+
+def test_start_above_maximum():
+    step = plan([], space(start=4096, max_envs=1024))
+    assert step.phase is Phase.DONE and "above the maximum" in step.reason
+
+
+def test_no_valid_size_at_all():
+    step = plan([], space(valid=lambda n: False))
+    assert "satisfies Brax's batch rules" in step.reason
+
+
+def test_resume_replays_the_same_next_size():
+    history = [result(128), result(256), result(512, Status.OOM)]
+    assert plan(history[:2], space()).num_envs == 512
+    assert plan(history, space()).num_envs == 384
+    assert plan(list(reversed(history)), space()).num_envs == 384
+
+
+def test_profile_rules_feed_the_grid():
+    prof = profile_from_dict({"name": "x", "env": "brax:fast", "num_envs": 256,
+                              "scaling": "hold-env-steps",
+                              "ppo": {"batch_size": 64, "num_minibatches": 8}})
+    sp = space(start=64, max_envs=4096, valid=lambda n: prof.shape_for(n) is not None)
+    assert doubling_sizes(sp) == [64, 128, 256, 512]
+
+
+def test_refinement_prefers_round_sizes_over_the_exact_midpoint():
+    results = [result(1000), result(2000), result(4000, Status.OOM)]
+    step = plan(results, space(start=1000, max_envs=8000))
+    assert step.num_envs == 3072  # not 3000: multiples of large powers of two keep batches sane
+
+
+def test_sweep_grid_skips_sizes_that_inflate_the_batch():
+    from vramtune.tune.sweep import SweepConfig
+    from vramtune.workload.profile import load_profile
+
+    ant = load_profile("ant")  # hold-minibatch, 16 unrolls per step at its 4096 envs
+    sp = SweepConfig(ant, None, 0.1, 64, 16384, 8).space()
+    sizes, _ = replay(lambda n: 1.0 if n <= 2900 else 9.0, sp, oom_above=5.0)
+    for n in sizes:
+        assert ant.shape_for(n).unrolls_per_step <= 32
+    assert 2880 in sizes or 2944 in sizes

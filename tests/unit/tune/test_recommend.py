@@ -1,0 +1,64 @@
+"""The recommender: only measured ok trials under the headroom line, with a reason per row."""
+
+from vramtune.records import Status, TrialResult
+from vramtune.tune.recommend import Objective, choose
+
+GB = 10**9
+
+
+def r(n: int, sps: float | None, peak_gb: float | None, status: Status = Status.OK,
+      error_type: str | None = None) -> TrialResult:
+    return TrialResult(status=status, profile="p", profile_hash="h", num_envs=n, backend="cpu",
+                       steps_per_s=sps, error_type=error_type,
+                       host_peak_rss_bytes=None if peak_gb is None else int(peak_gb * GB))
+
+
+ROWS = [r(128, 50_000, 1.0), r(256, 95_000, 1.5), r(512, 100_000, 2.5), r(1024, 120_000, 3.8),
+        r(2048, None, 4.1, Status.OOM), r(1536, None, 3.9, Status.CRASH, "SIGSEGV")]
+
+
+def test_throughput_picks_the_fastest_under_headroom():
+    rec = choose(ROWS, 4 * GB, 0.1)
+    assert rec.chosen.num_envs == 512 and rec.limit_bytes == int(3.6 * GB)
+    assert rec.reasons[1024] == "over headroom (95% of budget)"
+    assert rec.reasons[2048] == "out of memory"
+    assert rec.reasons[1536] == "crashed (SIGSEGV)"
+    assert rec.reasons[128] == "slower (50% below best)"
+    assert rec.reasons[512] == "recommended (throughput)"
+
+
+def test_knee_is_the_smallest_within_five_percent():
+    rec = choose(ROWS, 4 * GB, 0.1, Objective.KNEE)
+    assert rec.chosen.num_envs == 256
+    assert rec.reasons[512] == "larger than the knee"
+
+
+def test_max_envs_is_the_largest_that_fits():
+    assert choose(ROWS, 4 * GB, 0.1, Objective.MAX_ENVS).chosen.num_envs == 512
+    assert choose(ROWS, None, 0.1, Objective.MAX_ENVS).chosen.num_envs == 1024
+
+
+def test_unmeasured_peak_never_fits_a_budget():
+    rec = choose([r(128, 50_000, None)], 4 * GB, 0.1)
+    assert rec.chosen is None and rec.reasons[128] == "peak memory not measured"
+
+
+def test_nothing_fits_says_what_to_try():
+    rec = choose([r(128, None, 1.0, Status.OOM)], GB, 0.1)
+    assert rec.chosen is None and "does not fit even at num_envs=128" in rec.notice
+    assert choose([], GB, 0.1).notice == "no trials were measured"
+
+
+def test_overlapping_ranges_are_called_noise_not_slower():
+    best = TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=512,
+                       backend="cpu", steps_per_s=100_000, steps_per_s_min=90_000,
+                       steps_per_s_max=105_000, host_peak_rss_bytes=GB)
+    close = TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=256,
+                        backend="cpu", steps_per_s=97_000, steps_per_s_min=80_000,
+                        steps_per_s_max=95_000, host_peak_rss_bytes=GB)
+    far = TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=128,
+                      backend="cpu", steps_per_s=50_000, steps_per_s_min=45_000,
+                      steps_per_s_max=55_000, host_peak_rss_bytes=GB)
+    rec = choose([best, close, far], None, 0.1)
+    assert rec.reasons[256] == "3% below best, within noise (ranges overlap)"
+    assert rec.reasons[128] == "slower (50% below best)"

@@ -1,0 +1,241 @@
+"""emit-config's choices and exporters, against golden files.
+
+Records are built by hand so the output is byte-for-byte stable. Regenerate the goldens
+after an intended change with ``VRAMTUNE_UPDATE_GOLDEN=1 pytest tests/unit/test_emit.py``
+and review the diff.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import GOLDEN
+from tests.conftest import assert_golden as shared_assert_golden
+from vramtune.errors import UserError
+from vramtune.records import Status, TrialResult
+from vramtune.results.store import Run, RunHeader
+from vramtune.tune.budgets import CPU_NOTICE, merge_runs, plan
+from vramtune.tune.recommend import Objective
+from vramtune.units import budget_label
+from vramtune.views.configs import Format, hydra_overrides, markdown_table, output_name, render
+from vramtune.workload.configfile import diagnose, parse_config
+
+GOLDEN_DIR = GOLDEN / "emit"
+VAR = "XLA_CLIENT_MEM_FRACTION"
+VERSIONS = {"python": "3.11.7", "jax": "0.9.2", "jaxlib": "0.9.2", "brax": "0.14.2"}
+GB = 10**9
+MiB = 2**20
+
+PROFILE = {
+    "name": "quick", "env": "brax:fast", "description": "test", "backend": "generalized",
+    "episode_length": 100, "num_envs": 128, "max_envs": 2048, "scaling": "hold-num-minibatches",
+    "ppo": {"batch_size": 128, "num_minibatches": 4, "unroll_length": 10,
+            "num_updates_per_batch": 1, "learning_rate": 3.0e-4, "entropy_cost": 1.0e-2,
+            "discounting": 0.97, "normalize_observations": True, "run_evals": False},
+    "network": {"policy_hidden_layer_sizes": [256, 256], "value_hidden_layer_sizes": [256, 256]},
+}
+
+
+def assert_golden(name: str, text: str) -> None:
+    shared_assert_golden(f"emit/{name}", text)
+
+
+def header(*, budget: int | None, gpu: bool, profile: dict | None = None,
+           device: str | None = None) -> RunHeader:
+    return RunHeader(
+        profile_name="quick", profile_hash="16fa582f053d812d", profile=profile or PROFILE,
+        budget_bytes=budget, headroom_fraction=0.1,
+        machine={"cpu": "AMD EPYC", "hostname": "test"}, versions=VERSIONS,
+        gpu_name=device or ("NVIDIA H100 80GB HBM3" if gpu else None),
+        gpu_total_bytes=80 * 2**30 if gpu else None, created="2026-11-21T20:02:26+00:00")
+
+
+def trial(n: int, peak: int | None, rate: float | None, *, gpu: bool, budget: int | None,
+          status: Status = Status.OK) -> TrialResult:
+    bs = n  # hold-num-minibatches: batch_size grows with num_envs, 4 unrolls per step
+    return TrialResult(
+        status=status, profile="quick", profile_hash="16fa582f053d812d", num_envs=n,
+        batch_size=bs, num_minibatches=4, unroll_length=10,
+        backend="gpu" if gpu else "cpu", device_kind="H100" if gpu else "cpu", device_count=1,
+        budget_bytes=budget, compile_s=12.5, steps_per_s=rate, measured_intervals=5 if rate else None,
+        host_peak_rss_bytes=None if gpu else peak,
+        nvml_process_peak_bytes=peak if gpu else None,
+        gpu_total_bytes=80 * 2**30 if gpu else None, versions=VERSIONS,
+        timestamp="2026-11-21T20:03:00+00:00")
+
+
+def cpu_run(budget: int = 3 * GB) -> Run:
+    results = (trial(128, 900 * MiB, 25910.0, gpu=False, budget=budget),
+               trial(256, 906 * MiB, 19524.0, gpu=False, budget=budget),
+               trial(512, 1300 * MiB, 31000.0, gpu=False, budget=budget))
+    return Run(Path("vramtune-runs/20261121-quick"), header(budget=budget, gpu=False), results)
+
+
+def gpu_run() -> Run:
+    budget = 12 * GB
+    results = (trial(1024, 2 * 2**30, 410_000.0, gpu=True, budget=budget),
+               trial(2048, 3 * 2**30, 690_000.0, gpu=True, budget=budget),
+               trial(4096, 5 * 2**30, 820_000.0, gpu=True, budget=budget),
+               trial(8192, 9 * 2**30, 840_000.0, gpu=True, budget=budget),
+               trial(16384, None, None, gpu=True, budget=budget, status=Status.OOM))
+    return Run(Path("vramtune-runs/20261121-quick-h100"), header(budget=budget, gpu=True), results)
+
+
+@pytest.mark.parametrize("fmt_", list(Format))
+def test_cpu_formats_match_golden(fmt_):
+    source = merge_runs([cpu_run()])
+    emission = plan(source, 2 * GB, Objective.THROUGHPUT)
+    text = render(source, emission, fmt_, mem_fraction_var=VAR)
+    assert_golden(f"cpu-{fmt_}.yaml", text)
+
+
+def test_gpu_brax_with_timesteps_matches_golden():
+    source = merge_runs([gpu_run()])
+    emission = plan(source, 8 * GB, Objective.THROUGHPUT)
+    assert_golden("gpu-8GB-brax.yaml", render(source, emission, Format.BRAX, mem_fraction_var=VAR,
+                                              num_timesteps=50_000_000))
+
+
+def test_gpu_table_matches_golden():
+    source = merge_runs([gpu_run()])
+    budgets = [1 * GB, 8 * GB, 12 * GB, 24 * GB]
+    emissions = [plan(source, b, Objective.THROUGHPUT) for b in budgets]
+    files = [output_name("quick", e.budget_bytes, Format.BRAX) if e.chosen else None
+             for e in emissions]
+    assert_golden("gpu-table.md", markdown_table(source, emissions, files))
+
+
+@pytest.mark.parametrize("fmt_", list(Format))
+@pytest.mark.parametrize("gpu", [False, True])
+def test_every_emitted_file_passes_check_with_the_measured_settings(fmt_, gpu):
+    source = merge_runs([gpu_run() if gpu else cpu_run()])
+    emission = plan(source, 8 * GB, Objective.THROUGHPUT)
+    data = yaml.safe_load(render(source, emission, fmt_, mem_fraction_var=VAR))
+    d = diagnose(parse_config(data))
+    assert d.valid and d.config.defaults_used == ()
+    chosen = emission.chosen
+    assert (d.config.num_envs.value, d.config.batch_size.value, d.config.num_minibatches.value) \
+        == (chosen.num_envs, chosen.batch_size, chosen.num_minibatches)
+
+
+def test_gpu_fraction_under_the_variable_jaxlib_reads():
+    source = merge_runs([gpu_run()])
+    data = yaml.safe_load(render(source, plan(source, 8 * GB), mem_fraction_var=VAR))
+    assert data["xla_env"] == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", VAR: "0.90"}
+    other = yaml.safe_load(render(source, plan(source, 8 * GB),
+                                  mem_fraction_var="XLA_PYTHON_CLIENT_MEM_FRACTION"))
+    assert set(other["xla_env"]) == {"XLA_PYTHON_CLIENT_PREALLOCATE",
+                                     "XLA_PYTHON_CLIENT_MEM_FRACTION"}
+
+
+def test_cpu_run_sets_no_fraction_and_says_host_memory():
+    source = merge_runs([cpu_run()])
+    emission = plan(source, 2 * GB)
+    text = render(source, emission, mem_fraction_var=VAR)
+    assert yaml.safe_load(text)["xla_env"] == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    assert CPU_NOTICE in emission.notices and "host RAM" in text and "VRAM" not in \
+        text.replace("not VRAM", "")
+
+
+def test_choice_is_measured_and_fits():
+    source = merge_runs([gpu_run()])
+    e = plan(source, 8 * GB)  # limit 7.2 GB: 8192 (9 GiB) is over, 4096 (5 GiB) fits
+    assert e.chosen is not None and e.chosen.num_envs == 4096 and e.error is None
+    assert e.recommendation.limit_bytes == int(8 * GB * 0.9)
+
+
+def test_budget_below_every_measured_peak_is_an_error_not_a_guess():
+    source = merge_runs([gpu_run()])
+    e = plan(source, 1 * GB)
+    assert e.chosen is None and e.error and "num_envs=1024" in e.error
+    with pytest.raises(UserError):
+        render(source, e, mem_fraction_var=VAR)
+
+
+def test_budget_beyond_the_sweeps_cap_is_a_notice():
+    source = merge_runs([gpu_run()])
+    e = plan(source, 24 * GB)
+    assert e.chosen is not None and e.chosen.num_envs == 8192
+    assert any("12GB cap, below this 24GB budget" in n for n in e.notices)
+    assert not any("cap" in n for n in plan(source, 12 * GB).notices)
+
+
+def test_budget_beyond_the_card_is_a_notice():
+    source = merge_runs([Run(Path("r"), header(budget=None, gpu=True),
+                             tuple(trial(n, 2**30, 1e5 * n, gpu=True, budget=None)
+                                   for n in (128, 256)))])
+    e = plan(source, 200 * GB)
+    assert any("larger than the 80.00 GiB card" in n for n in e.notices)
+    assert any("largest size measured" in n for n in e.notices)
+
+
+def test_no_budget_uses_the_sweeps_cap():
+    source = merge_runs([gpu_run()])
+    assert plan(source, None).budget_bytes == 12 * GB
+
+
+def test_optimisation_change_and_lr_hint():
+    source = merge_runs([cpu_run()])
+    e = plan(source, 2 * GB)  # 512 envs: batch_size 128 -> 512
+    assert e.chosen.num_envs == 512
+    assert e.optimisation_change and "minibatch size 128 -> 512" in e.optimisation_change
+    assert "sqrt(512/128)" in e.optimisation_change
+    base = plan(source, 2 * GB, Objective.KNEE)  # knee: within 5% of best -> still 512 here
+    assert base.chosen.num_envs == 512
+    small = plan(source, int(1.1 * GB))  # only 128 and 256 fit; 128 is faster and is the base
+    assert small.chosen.num_envs == 128 and small.optimisation_change is None
+
+
+def test_hydra_override_line():
+    source = merge_runs([gpu_run()])
+    e = plan(source, 8 * GB)
+    assert hydra_overrides(e) == "ppo.num_envs=4096 ppo.batch_size=4096 ppo.num_minibatches=4"
+    assert hydra_overrides(e, "algo.ppo").startswith("algo.ppo.num_envs=4096")
+    text = render(source, e, Format.HYDRA, mem_fraction_var=VAR, hydra_prefix="algo.ppo")
+    assert text.startswith("# @package _global_\n")
+    data = yaml.safe_load(text)
+    assert data["algo"]["ppo"]["num_envs"] == 4096
+    assert data["hydra"]["job"]["env_set"][VAR] == "0.90"
+
+
+def test_playground_shape_matches_brax_ppo_config_keys():
+    source = merge_runs([gpu_run()])
+    data = yaml.safe_load(render(source, plan(source, 8 * GB), Format.PLAYGROUND,
+                                 mem_fraction_var=VAR, num_timesteps=1000))
+    params = data["ppo_params"]
+    for key in ("num_envs", "batch_size", "num_minibatches", "unroll_length", "num_timesteps",
+                "episode_length", "action_repeat", "learning_rate", "discounting"):
+        assert key in params
+    assert params["network_factory"]["policy_hidden_layer_sizes"] == [256, 256]
+
+
+def test_merge_refuses_other_workloads_and_devices():
+    other = Run(Path("b"), header(budget=None, gpu=True, profile={**PROFILE, "num_envs": 64}),
+                gpu_run().results)
+    other = Run(other.directory, RunHeader(**{**other.header.__dict__, "profile_hash": "x"}),
+                other.results)
+    with pytest.raises(UserError, match="one workload at a time"):
+        merge_runs([gpu_run(), other])
+    elsewhere = Run(Path("c"), header(budget=None, gpu=True, device="NVIDIA A10G"), ())
+    with pytest.raises(UserError, match="one device"):
+        merge_runs([gpu_run(), elsewhere])
+
+
+def test_merge_prefers_ok_trials_and_widens_coverage():
+    capped = gpu_run()
+    bigger = Run(Path("big"), header(budget=24 * GB, gpu=True),
+                 (trial(16384, 17 * 2**30, 850_000.0, gpu=True, budget=24 * GB),))
+    source = merge_runs([capped, bigger])
+    assert [r.status for r in source.results if r.num_envs == 16384] == [Status.OK]
+    e = plan(source, 24 * GB)
+    assert e.chosen.num_envs == 16384 and not any("cap" in n for n in e.notices)
+
+
+@pytest.mark.parametrize("nbytes,label", [(8 * GB, "8GB"), (int(7.5 * 2**30), "7.5GiB"),
+                                          (500 * 10**6, "500MB"), (None, "uncapped"),
+                                          (123, "123B")])
+def test_budget_labels(nbytes, label):
+    assert budget_label(nbytes) == label

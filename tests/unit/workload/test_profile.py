@@ -1,0 +1,70 @@
+import pytest
+import yaml
+
+from vramtune.errors import UserError
+from vramtune.workload.profile import builtin_profiles, load_profile, profile_from_dict
+from vramtune.workload.rules import ScalingPolicy
+
+
+def test_builtins_load_and_validate():
+    names = builtin_profiles()
+    assert {"quick", "ant"} <= set(names)
+    for name in names:
+        profile = load_profile(name)
+        assert profile.name == name
+        assert profile.shape_for(profile.num_envs) == profile.base_shape
+
+
+def test_hash_ignores_file_location_but_not_content(tmp_path):
+    quick = load_profile("quick")
+    data = yaml.safe_load(builtin_profiles()["quick"].read_text())
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert load_profile(path).hash == quick.hash
+    data["ppo"]["learning_rate"] = 1e-3
+    path.write_text(yaml.safe_dump(data))
+    assert load_profile(path).hash != quick.hash
+
+
+def test_unknown_key_names_the_key_and_the_valid_ones():
+    with pytest.raises(UserError) as info:
+        profile_from_dict({"name": "x", "env": "brax:fast", "num_env": 64})
+    message = str(info.value)
+    assert "'num_env'" in message and "num_envs" in message and "scaling" in message
+
+
+def test_unknown_nested_key():
+    with pytest.raises(UserError, match="measure: unknown key 'window'"):
+        profile_from_dict({"name": "x", "env": "brax:fast", "measure": {"window": 1}})
+
+
+def test_managed_ppo_key_rejected():
+    with pytest.raises(UserError, match="ppo.num_envs"):
+        profile_from_dict({"name": "x", "env": "brax:fast", "ppo": {"num_envs": 64}})
+
+
+def test_bad_scaling_policy():
+    with pytest.raises(UserError, match="hold-minibatch"):
+        profile_from_dict({"name": "x", "env": "brax:fast", "scaling": "grow"})
+
+
+def test_scaling_parsed():
+    p = profile_from_dict({"name": "x", "env": "brax:fast", "scaling": "hold-env-steps"})
+    assert p.scaling is ScalingPolicy.HOLD_ENV_STEPS
+
+
+def test_unknown_profile_lists_builtins():
+    with pytest.raises(UserError, match="quick"):
+        load_profile("no-such-profile")
+
+
+def test_bad_yaml_is_a_user_error(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: [unclosed\n")
+    with pytest.raises(UserError, match="cannot read profile"):
+        load_profile(path)
+
+
+def test_non_positive_sizes_rejected():
+    with pytest.raises(UserError, match="num_envs"):
+        profile_from_dict({"name": "x", "env": "brax:fast", "num_envs": 0})
