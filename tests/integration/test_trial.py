@@ -16,6 +16,7 @@ import yaml
 from tests.conftest import run_cli
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.trial import TrialRequest, run_trial
+from vramtune.measure.wire import Event, Launched, Phase
 from vramtune.records import Status
 from vramtune.workload.profile import builtin_profiles, load_profile
 
@@ -69,7 +70,7 @@ def test_panel_labels_host_memory_not_vram():
 def test_timeout_kills_the_trial_and_leaves_nothing():
     pids: list[int] = []
     result = run_trial(TrialRequest(load_profile("quick"), 128, timeout_s=4),
-                       lambda e: pids.append(e["pid"]) if "pid" in e else None)
+                       lambda e: pids.append(e.pid) if isinstance(e, Launched) else None)
     assert result.status is Status.TIMEOUT
     assert "killed after 4 s" in (result.error_message or "")
     assert result.wall_s is not None and result.wall_s < 15
@@ -77,11 +78,11 @@ def test_timeout_kills_the_trial_and_leaves_nothing():
 
 
 def test_child_killed_by_signal_is_a_crash():
-    def on_event(event: dict) -> None:
-        if event.get("phase") == "compiling":
+    def on_event(event: Event) -> None:
+        if isinstance(event, Phase) and event.phase == "compiling":
             os.kill(state["pid"], signal.SIGKILL)
-        if "pid" in event:
-            state["pid"] = event["pid"]
+        if isinstance(event, Launched):
+            state["pid"] = event.pid
 
     state: dict[str, int] = {}
     result = run_trial(TrialRequest(load_profile("quick"), 128), on_event)

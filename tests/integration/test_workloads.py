@@ -15,6 +15,7 @@ import yaml
 
 from tests.conftest import run_cli
 from vramtune.measure.trial import TrialRequest, run_trial
+from vramtune.measure.wire import Event, WorkloadInfo
 from vramtune.records import Status, TrialResult
 from vramtune.workload.profile import builtin_profiles, load_profile, profile_from_dict
 
@@ -33,9 +34,9 @@ def _quick(**changes: Any) -> dict[str, Any]:
 
 
 def _trial(data: dict[str, Any], num_envs: int = 128) -> tuple[TrialResult, list[dict]]:
-    events: list[dict] = []
+    events: list[Event] = []
     result = run_trial(TrialRequest(profile_from_dict(data), num_envs), events.append)
-    return result, [e["workload"] for e in events if "workload" in e]
+    return result, [e.info for e in events if isinstance(e, WorkloadInfo)]
 
 
 def _one_line_error(proc) -> str:

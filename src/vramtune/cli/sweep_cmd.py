@@ -24,6 +24,7 @@ from vramtune.measure.cap import plan_cap
 from vramtune.measure.executor import LocalExecutor
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import measure_overhead_bytes
+from vramtune.measure.wire import Event, Phase, Sample, TrialStarted
 from vramtune.records import Status, TrialResult
 from vramtune.results.store import create_run, load_run
 from vramtune.tune.planner import doubling_sizes
@@ -75,21 +76,20 @@ class _Progress:
         return Text(f"trial {self.index} of ~{self.planned}: num_envs={self.num_envs}  "
                     f"{self.phase}  {time.monotonic() - self.started:5.1f} s  {memory}")
 
-    def event(self, event: dict) -> None:
+    def event(self, event: Event) -> None:
         if self.quiet:
             return
-        if event.get("trial_start"):
-            self.index, self.num_envs = event["index"], event["num_envs"]
+        if isinstance(event, TrialStarted):
+            self.index, self.num_envs = event.index, event.num_envs
             self.planned = max(self.planned, self.index)
             self.phase, self.started, self.rss, self.gpu = "starting", time.monotonic(), None, None
             if not self.tty:
                 print(f"trial {self.index} of ~{self.planned}: num_envs={self.num_envs} "
-                      f"({event['reason']})", flush=True)
-        elif "phase" in event:
-            self.phase = event["phase"]
-        elif event.get("sample"):
-            self.rss = event.get("host_rss_bytes")
-            self.gpu = event.get("gpu_process_bytes")
+                      f"({event.reason})", flush=True)
+        elif isinstance(event, Phase):
+            self.phase = event.phase
+        elif isinstance(event, Sample):
+            self.rss, self.gpu = event.host_rss_bytes, event.gpu_process_bytes
         if self.live:
             self.live.update(self._render())
 

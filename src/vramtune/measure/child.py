@@ -21,11 +21,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-EVENT_PREFIX = "@@vramtune "
+from vramtune.measure.wire import ChildReport, encode_event
 
 
 def emit(**event: Any) -> None:
-    sys.stdout.write(EVENT_PREFIX + json.dumps(event) + "\n")
+    sys.stdout.write(encode_event(**event) + "\n")
     sys.stdout.flush()
 
 
@@ -227,14 +227,14 @@ def main(argv: list[str]) -> int:
         spec = json.loads(Path(argv[1]).read_text())
         _set_limit(spec.get("rlimit_data_bytes"))
         die_with_parent()
-    result = run(spec)
+    report = ChildReport(**run(spec))  # an unknown field fails here, not in the parent
     out = Path(spec["result_path"])
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
+    tmp.write_text(report.to_json())
     os.replace(tmp, out)
     sys.stdout.flush()
     # Skip interpreter teardown: XLA's destructors can take seconds and add nothing.
-    os._exit(0 if result.get("status") == "ok" else 3)
+    os._exit(0 if report.status == "ok" else 3)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,13 @@ protocol. The executor holds the cap for the whole sweep and must be closed.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from vramtune.measure.cap import plan_cap
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.process import EventCallback, Standby, wants_blocked_warp
 from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
+from vramtune.measure.wire import Event, Phase
 from vramtune.records import TrialResult
 
 
@@ -41,9 +42,9 @@ class LocalExecutor:
         current, self._standby = self._standby, None
         phase: dict[str, str] = {}
 
-        def events(event: dict[str, Any]) -> None:  # reader thread: record, never spawn here
-            if "phase" in event:
-                phase["now"] = event["phase"]
+        def events(event: Event) -> None:  # reader thread: record, never spawn here
+            if isinstance(event, Phase):
+                phase["now"] = event.phase
             if on_event:
                 on_event(event)
 

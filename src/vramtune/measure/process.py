@@ -5,7 +5,6 @@ sampler, killing a process group, and the warm standby that imports the next tri
 from __future__ import annotations
 
 import collections
-import json
 import os
 import signal
 import subprocess
@@ -17,11 +16,11 @@ from typing import Any
 import psutil
 
 from vramtune.measure.cap import Cap
-from vramtune.measure.child import EVENT_PREFIX
 from vramtune.measure.nvml import Nvml
+from vramtune.measure.wire import EVENT_PREFIX, Event, Sample, decode_event
 from vramtune.workload.profile import Profile
 
-EventCallback = Callable[[dict[str, Any]], None]
+EventCallback = Callable[[Event], None]
 
 
 class _Reader(threading.Thread):
@@ -37,26 +36,24 @@ class _Reader(threading.Thread):
     def run(self) -> None:
         for raw in iter(self.stream.readline, b""):
             line = raw.decode(errors="replace").rstrip("\n")
-            if line.startswith(EVENT_PREFIX):
-                try:
-                    event = json.loads(line[len(EVENT_PREFIX):])
-                except json.JSONDecodeError:
-                    continue
-                self.last_event.update(event)
-                if self.on_event:
-                    self.on_event(dict(event))
-            else:
-                self.tail.append(line)
+            decoded = decode_event(line)
+            if decoded is None:
+                if not line.startswith(EVENT_PREFIX):
+                    self.tail.append(line)
+                continue
+            raw, event = decoded
+            self.last_event.update(raw)
+            if self.on_event:
+                self.on_event(event)
 
 
 class _Sampler(threading.Thread):
     """Peak RSS of the process tree, and NVML memory, at a fixed interval."""
 
     def __init__(self, pid: int, interval_s: float, nvml: Nvml | None,
-                 on_event: EventCallback | None, gpu_baseline: int | None) -> None:
+                 on_event: EventCallback | None) -> None:
         super().__init__(daemon=True, name="vramtune-sampler")
         self.pid, self.interval_s, self.nvml, self.on_event = pid, interval_s, nvml, on_event
-        self.gpu_baseline = gpu_baseline
         self.stop_event = threading.Event()
         self.tree_rss_peak: int | None = None
         self.nvml_process_peak: int | None = None
@@ -92,8 +89,7 @@ class _Sampler(threading.Thread):
                 self._sample_gpu({p.pid for p in procs})
             self.samples += 1
             if self.on_event:
-                self.on_event({"sample": True, "host_rss_bytes": rss,
-                               "gpu_process_bytes": self.nvml_process_peak})
+                self.on_event(Sample(rss, self.nvml_process_peak))
             self.stop_event.wait(self.interval_s)
 
     def _sample_gpu(self, pids: set[int]) -> None:

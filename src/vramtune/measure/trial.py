@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from vramtune import machine
 from vramtune.measure.cap import plan_cap
@@ -34,6 +33,7 @@ from vramtune.measure.process import (
     standby_key,
     wants_blocked_warp,
 )
+from vramtune.measure.wire import ChildReport, Launched
 from vramtune.records import Status, TrialResult, utc_now
 from vramtune.workload.profile import Profile
 from vramtune.workload.rules import nearest_valid, violations
@@ -62,17 +62,17 @@ class TrialRequest:
     sample_interval_s: float | None = DEFAULT_SAMPLE_INTERVAL_S  # None: no sampling
 
 
-def classify(child: dict[str, Any] | None, exit_code: int | None, timed_out: bool,
+def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
              output_tail: str) -> tuple[Status, str | None, str | None]:
     """(status, error type, error message) from what the trial left behind."""
     if timed_out:
         return Status.TIMEOUT, None, "killed at the time limit"
-    if child and child.get("status") == "ok":
+    if child is not None and child.status == "ok":
         return Status.OK, None, None
-    if child and child.get("status") == "error":
-        message = child.get("error_message") or ""
+    if child is not None and child.status == "error":
+        message = child.error_message or ""
         status = Status.OOM if _OOM_PATTERNS.search(message) else Status.ERROR
-        return status, child.get("error_type"), message
+        return status, child.error_type, message
     # No result: the process died under us.
     tail = "\n".join(line for line in output_tail.splitlines()
                      if line.strip() and not _NOISE.search(line))
@@ -157,10 +157,10 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
             reader = _Reader(proc.stdout, on_event)
             reader.start()
         if on_event:
-            on_event({"pid": proc.pid, "num_envs": request.num_envs})
+            on_event(Launched(proc.pid, request.num_envs))
         sampler = None
         if request.sample_interval_s:
-            sampler = _Sampler(proc.pid, request.sample_interval_s, nvml, on_event, gpu_baseline)
+            sampler = _Sampler(proc.pid, request.sample_interval_s, nvml, on_event)
             sampler.start()
         timed_out = False
         exit_status = rusage = None
@@ -201,17 +201,17 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         reader.join(timeout=5)
         if sampler:
             sampler.join(timeout=5)
-        child: dict[str, Any] | None = None
+        child: ChildReport | None = None
         if result_path.exists():
             try:
-                child = json.loads(result_path.read_text())
-            except (OSError, json.JSONDecodeError):
+                child = ChildReport.from_dict(json.loads(result_path.read_text()))
+            except (OSError, json.JSONDecodeError, TypeError):
                 child = None
     status, error_type, message = classify(child, proc.returncode, timed_out,
                                             "\n".join(reader.tail))
-    child = child or {}
-    if "compile_s" not in child and "compile_s" in reader.last_event:
-        child["compile_s"] = reader.last_event["compile_s"]  # a timed-out trial's partial figure
+    measured = child.record_fields() if child is not None else {}
+    if measured.get("compile_s") is None and "compile_s" in reader.last_event:
+        measured["compile_s"] = reader.last_event["compile_s"]  # a timed-out trial's partial figure
     info = nvml.info if nvml else None
     nvml_note = None
     process_peak = sampler.nvml_process_peak if sampler else None
@@ -225,7 +225,7 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
                      "namespace?): process peak = device used minus the pre-trial baseline")
     if error_type is None and status is Status.TIMEOUT:
         error_type = "timeout"
-    where = child.get("error_where")
+    where = child.error_where if child is not None else None
     if status is Status.TIMEOUT:
         phase = reader.last_event.get("phase")
         message = f"killed after {timeout_s:g} s" + (f" while {phase}" if phase else "")
@@ -234,16 +234,8 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         status=status, profile=profile.name, profile_hash=profile.hash,
         num_envs=request.num_envs, batch_size=shape.batch_size,
         num_minibatches=shape.num_minibatches, unroll_length=profile.unroll_length,
-        backend=child.get("backend") or cap.backend, device_kind=child.get("device_kind"),
-        device_count=child.get("device_count"), budget_bytes=request.budget_bytes,
-        cap=cap.description, compile_s=child.get("compile_s"),
-        steps_per_s=child.get("steps_per_s"), steps_per_s_min=child.get("steps_per_s_min"),
-        steps_per_s_max=child.get("steps_per_s_max"),
-        measured_intervals=child.get("measured_intervals"),
-        measure_window_s=child.get("measure_window_s"),
-        jax_peak_bytes_in_use=child.get("jax_peak_bytes_in_use"),
-        jax_peak_pool_bytes=child.get("jax_peak_pool_bytes"),
-        jax_bytes_limit=child.get("jax_bytes_limit"),
+        budget_bytes=request.budget_bytes, cap=cap.description,
+        **{**measured, "backend": measured.get("backend") or cap.backend},
         nvml_process_peak_bytes=process_peak, nvml_device_used_peak_bytes=device_peak,
         nvml_note=nvml_note, host_peak_rss_bytes=peak_rss,
         host_tree_rss_peak_bytes=sampler.tree_rss_peak if sampler else None,

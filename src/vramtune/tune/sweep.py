@@ -17,6 +17,7 @@ from vramtune.measure.executor import Executor
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest
+from vramtune.measure.wire import TrialStarted
 from vramtune.records import TrialResult
 from vramtune.results.store import Run, RunHeader, append_result, measurement_key, trial_key
 from vramtune.tune.planner import Phase, SearchSpace, Step, plan
@@ -89,8 +90,8 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
                 state.final_step = step
                 return state
             if on_event:
-                on_event({"trial_start": True, "num_envs": step.num_envs, "phase_name": str(step.phase),
-                          "reason": step.reason, "index": len(state.results) + 1})
+                on_event(TrialStarted(len(state.results) + 1, step.num_envs, str(step.phase),
+                                      step.reason))
             request = TrialRequest(config.profile, step.num_envs, budget_bytes=config.budget_bytes,
                                    timeout_s=config.timeout_s,
                                    compile_cache_dir=config.compile_cache_dir)

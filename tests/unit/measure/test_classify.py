@@ -1,15 +1,16 @@
 from vramtune.measure.trial import classify
+from vramtune.measure.wire import ChildReport
 from vramtune.records import Status
 
 
 def test_ok():
-    assert classify({"status": "ok"}, 0, False, "")[0] is Status.OK
+    assert classify(ChildReport(status="ok"), 0, False, "")[0] is Status.OK
 
 
 def test_resource_exhausted_is_oom():
     child = {"status": "error", "error_type": "jax.errors.JaxRuntimeError",
              "error_message": "RESOURCE_EXHAUSTED: Out of memory allocating 123 bytes."}
-    status, kind, message = classify(child, 3, False, "")
+    status, kind, message = classify(ChildReport.from_dict(child), 3, False, "")
     assert status is Status.OOM and kind == "jax.errors.JaxRuntimeError"
     assert message.startswith("RESOURCE_EXHAUSTED")
 
@@ -17,12 +18,12 @@ def test_resource_exhausted_is_oom():
 def test_cpu_wording_of_oom():
     child = {"status": "error", "error_message": "INTERNAL: Buffer Definition Event: Error "
              "dispatching computation: Out of memory allocating 513156296 bytes."}
-    assert classify(child, 3, False, "")[0] is Status.OOM
+    assert classify(ChildReport.from_dict(child), 3, False, "")[0] is Status.OOM
 
 
 def test_other_exception_is_error():
     child = {"status": "error", "error_type": "builtins.KeyError", "error_message": "'x'"}
-    assert classify(child, 3, False, "")[0] is Status.ERROR
+    assert classify(ChildReport.from_dict(child), 3, False, "")[0] is Status.ERROR
 
 
 def test_timeout_wins():

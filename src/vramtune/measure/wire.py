@@ -1,0 +1,129 @@
+"""What crosses the process boundary between a trial child and its parent, typed once.
+
+The child prints progress as ``@@vramtune {json}`` lines and writes one JSON report at the
+end; the parent turns both into the frozen dataclasses below. One field list serves both
+sides, so a figure the child measures cannot be dropped on the way into the record, and
+callbacks get typed events instead of dicts keyed by magic strings. Standard library only:
+the child imports this before JAX and must stay cheap to import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+EVENT_PREFIX = "@@vramtune "
+
+
+@dataclass(frozen=True)
+class ChildReport:
+    """Everything only the child can see; None where it was not measured."""
+
+    status: str = "error"  # "ok" or "error"; the parent classifies further (oom, ...)
+    backend: str | None = None
+    device_kind: str | None = None
+    device_count: int | None = None
+    compile_s: float | None = None
+    steps_per_s: float | None = None
+    steps_per_s_min: float | None = None
+    steps_per_s_max: float | None = None
+    measured_intervals: int | None = None
+    measure_window_s: float | None = None
+    jax_peak_bytes_in_use: int | None = None
+    jax_peak_pool_bytes: int | None = None
+    jax_bytes_limit: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    error_where: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ChildReport | None:
+        """The report, or None when the file is not a report (the child died mid-write)."""
+        if not isinstance(data, dict):
+            return None
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    def record_fields(self) -> dict[str, Any]:
+        """The fields TrialResult takes as they are (status and errors are classified)."""
+        skip = {"status", "error_type", "error_message", "error_where"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+
+
+# --- progress events ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrialStarted:
+    """The sweep is launching a trial (sent by the sweep loop, not the child)."""
+
+    index: int
+    num_envs: int
+    phase_name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Launched:
+    """The trial's process exists (its pid is what the sampler and kill target)."""
+
+    pid: int
+    num_envs: int
+
+
+@dataclass(frozen=True)
+class Phase:
+    """The child moved on: importing, building, compiling, warming up, measuring, ready."""
+
+    phase: str
+    compile_s: float | None = None
+    first_epoch_s: float | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    """What the child found out about the workload while building it (e.g. contact sizes)."""
+
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One outside sample of the running trial, from the parent's sampler."""
+
+    host_rss_bytes: int | None
+    gpu_process_bytes: int | None
+
+
+Event = TrialStarted | Launched | Phase | WorkloadInfo | Sample
+
+
+def encode_event(**fields: Any) -> str:
+    """One progress line as the child prints it."""
+    return EVENT_PREFIX + json.dumps(fields)
+
+
+def decode_event(line: str) -> tuple[dict[str, Any], Event] | None:
+    """(raw fields, typed event) from a child's output line, or None if it is not one."""
+    if not line.startswith(EVENT_PREFIX):
+        return None
+    try:
+        data = json.loads(line[len(EVENT_PREFIX):])
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    if "workload" in data and isinstance(data["workload"], dict):
+        return data, WorkloadInfo(data["workload"])
+    if isinstance(data.get("phase"), str):
+        return data, Phase(data["phase"], _number(data.get("compile_s")),
+                           _number(data.get("first_epoch_s")))
+    return None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
