@@ -6,7 +6,6 @@ import os
 import signal
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,25 +14,17 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
-from vramtune import fmt
-from vramtune.cli.common import BUDGET_HELP, budget, console, err_console, print_json
+from vramtune import api, fmt
+from vramtune.cli.common import BUDGET_HELP, console, err_console, print_json
 from vramtune.cli.tables import comparison_table
 from vramtune.errors import UserError
-from vramtune.machine import default_cache_dir
-from vramtune.measure.cap import plan_cap
-from vramtune.measure.executor import LocalExecutor
-from vramtune.measure.nvml import Nvml
-from vramtune.measure.overhead import measure_overhead_bytes
 from vramtune.measure.wire import Event, Phase, Sample, TrialStarted
 from vramtune.records import Status, TrialResult
-from vramtune.results.store import create_run, load_run
-from vramtune.tune.planner import doubling_sizes
-from vramtune.tune.recommend import Objective, choose
-from vramtune.tune.sweep import SweepConfig, SweepState, make_header, reusable, run_sweep, summary
-from vramtune.units import budget_label, format_bytes, parse_percent
+from vramtune.tune.recommend import Objective
+from vramtune.tune.sweep import PreparedSweep, summary
+from vramtune.units import budget_label, format_bytes
 from vramtune.views.runs import chosen_summary
 from vramtune.views.sweep_table import comparison_rows
-from vramtune.workload.profile import load_profile, profile_from_dict
 
 
 class Terminated(BaseException):
@@ -73,7 +64,7 @@ class _Progress:
         memory = f"host RSS {format_bytes(self.rss)}"
         if self.gpu is not None:
             memory += f", GPU {format_bytes(self.gpu)}"
-        return Text(f"trial {self.index} of ~{self.planned}: num_envs={self.num_envs}  "
+        return Text(f"trial {self.index} (at most {self.planned}): num_envs={self.num_envs}  "
                     f"{self.phase}  {time.monotonic() - self.started:5.1f} s  {memory}")
 
     def event(self, event: Event) -> None:
@@ -84,7 +75,7 @@ class _Progress:
             self.planned = max(self.planned, self.index)
             self.phase, self.started, self.rss, self.gpu = "starting", time.monotonic(), None, None
             if not self.tty:
-                print(f"trial {self.index} of ~{self.planned}: num_envs={self.num_envs} "
+                print(f"trial {self.index} (at most {self.planned}): num_envs={self.num_envs} "
                       f"({event.reason})", flush=True)
         elif isinstance(event, Phase):
             self.phase = event.phase
@@ -111,9 +102,17 @@ def _program() -> str:
     return escape(invoked) if os.path.basename(invoked) == "vramtune" else "vramtune"
 
 
-def _print_outcome(state: SweepState, config: SweepConfig, objective: Objective, run_dir: Path,
-                   json_out: bool, interrupted: bool) -> int:
-    rec = choose(state.results, config.budget_bytes, config.headroom_fraction, objective)
+def _nonempty(text: str, what: str) -> str:
+    if not text.strip():
+        raise UserError(f"{what} is empty: name a built-in profile or a YAML file, or leave "
+                        f"the option out")
+    return text
+
+
+def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool) -> int:
+    state, config, objective = prepared.state, prepared.config, prepared.objective
+    run_dir = prepared.run_dir
+    rec = api.outcome(prepared, interrupted=interrupted).recommendation
     if json_out:
         data = summary(state, rec, run_dir)
         data["interrupted"] = interrupted
@@ -173,81 +172,25 @@ def sweep(
     = False,
 ) -> None:
     """Measure doubling num_envs under a memory budget, refine the boundary, recommend."""
-    budget_bytes = budget(gpu_mem)
-    headroom_fraction = parse_percent(headroom or "10%", what="--headroom")
-    if refine is not None and refine < 0:
-        raise UserError(f"--refine must be 0 or more, got {refine}")
-    if timeout is not None and timeout <= 0:
-        raise UserError(f"--timeout must be positive, got {timeout:g}")
-    previous = None
-    if resume is not None:
-        previous = load_run(resume)
-        header = previous.header
-        if profile is not None and load_profile(profile).hash != header.profile_hash:
-            raise UserError(f"--profile {profile} differs from the profile {resume} was measured "
-                            f"with ({header.profile_name}); start a new sweep instead")
-        if gpu_mem is not None and budget_bytes != header.budget_bytes:
-            raise UserError(f"--gpu-mem differs from the budget {resume} was measured with "
-                            f"({format_bytes(header.budget_bytes)}); start a new sweep instead")
-        prof = profile_from_dict(header.profile, source=str(resume))
-        budget_bytes = header.budget_bytes
-        if headroom is None:
-            headroom_fraction = header.headroom_fraction
-        searched = header.search
-        start = start or searched.get("start")
-        max_envs = max_envs or searched.get("max_envs")
-        refine = searched.get("refine") if refine is None else refine
-        if objective is None and searched.get("objective"):
-            objective = Objective(searched["objective"])
-    else:
-        prof = load_profile(profile or "quick")
-    refine = 3 if refine is None else refine
-    objective = Objective.THROUGHPUT if objective is None else objective
-    start = prof.first_size if start is None else start
-    max_envs = prof.max_envs if max_envs is None else max_envs
-    if start < 1 or max_envs < 1:
-        raise UserError("--start and --max-envs must be positive integers")
-    if start > max_envs:
-        raise UserError(f"--start {start} is above --max-envs {max_envs}")
-    nvml = Nvml()
-    if nvml.notice and not json_out:
-        err_console.print(f"[dim]note: {nvml.notice}[/dim]")
-    overhead = measure_overhead_bytes(nvml) if budget_bytes and nvml.available else None
-    cap = plan_cap(budget_bytes, nvml, overhead)
-    config = SweepConfig(prof, budget_bytes, headroom_fraction, start, max_envs, refine,
-                         timeout_s=timeout,
-                         compile_cache_dir=str(default_cache_dir() / "jax") if cache else None)
-    header = make_header(config, nvml, cap.description,
-                         {"start": start, "max_envs": max_envs, "refine": refine,
-                          "objective": str(objective)})
-    state = SweepState()
-    if previous is not None:
-        run_dir = previous.directory
-        for warning in previous.warnings:
-            err_console.print(f"[yellow]warning:[/] {escape(warning)}")
-        state.results = reusable(previous, header, config)
-        state.reused = len(state.results)
-        skipped = len(previous.results) - state.reused
-        if skipped:
-            err_console.print(f"[yellow]warning:[/] {skipped} trial(s) in {escape(str(run_dir))} "
-                              f"were measured with other versions, profile or device and are "
-                              f"not reused")
-    else:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = out or Path("vramtune-runs") / f"{stamp}-{prof.name}"
-        create_run(run_dir, header)
-    planned = len(doubling_sizes(config.space())) + (refine if budget_bytes or nvml.available else 0)
-    progress = _Progress(planned, json_out)
+    prepared = api.prepare_sweep(
+        profile if profile is None else _nonempty(profile, "--profile"), gpu_mem=gpu_mem,
+        headroom=headroom, start=start, max_envs=max_envs, refine=refine, objective=objective,
+        out=out, resume=resume, timeout_s=timeout, cache=cache, standby=standby)
+    if prepared.nvml.notice and not json_out:
+        err_console.print(f"[dim]note: {escape(prepared.nvml.notice)}[/dim]")
+    for warning in prepared.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}")
+    state = prepared.state
+    progress = _Progress(prepared.planned(), json_out)
     previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     code: int
     try:
         with progress:
-            run_sweep(config, LocalExecutor(nvml, overhead, standby=standby), run_dir, state,
-                      progress.event,
-                      lambda step, result: progress.trial_done(result))
-        code = _print_outcome(state, config, objective, run_dir, json_out, interrupted=False)
+            api.run_prepared(prepared, progress.event,
+                             lambda step, result: progress.trial_done(result))
+        code = _print_outcome(prepared, json_out, interrupted=False)
     except (KeyboardInterrupt, Terminated) as stop:
-        _print_outcome(state, config, objective, run_dir, json_out, interrupted=True)
+        _print_outcome(prepared, json_out, interrupted=True)
         how, code = ("terminated", 143) if isinstance(stop, Terminated) else ("interrupted", 130)
         err_console.print(f"vramtune: {how}; measured trials are saved")
     finally:

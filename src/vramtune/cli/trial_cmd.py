@@ -9,15 +9,12 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from vramtune.cli.common import BUDGET_HELP, budget, console, err_console, print_json
-from vramtune.errors import UserError
+from vramtune import api
+from vramtune.cli.common import BUDGET_HELP, console, err_console, print_json
 from vramtune.fmt import trial_fields
-from vramtune.machine import default_cache_dir
 from vramtune.measure.nvml import Nvml
-from vramtune.measure.overhead import measure_overhead_bytes
-from vramtune.measure.trial import TrialRequest, run_trial
+from vramtune.measure.wire import Event, Phase
 from vramtune.records import Status, TrialResult
-from vramtune.workload.profile import load_profile
 
 
 def render_trial(result: TrialResult) -> Panel:
@@ -43,25 +40,17 @@ def trial(
     cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
 ) -> None:
     """Run ONE real PPO trial in a subprocess and print its measured record."""
-    budget_bytes = budget(gpu_mem)
-    prof = load_profile(profile)
-    n = prof.num_envs if num_envs is None else num_envs
-    if n < 1:
-        raise UserError(f"--num-envs must be a positive integer, got {num_envs}")
-    if timeout is not None and timeout <= 0:
-        raise UserError(f"--timeout must be positive, got {timeout:g}")
+    request = api.trial_request(profile, num_envs, gpu_mem=gpu_mem, timeout_s=timeout,
+                                cache=cache)
     nvml = Nvml()
     if nvml.notice and not json_out:
-        err_console.print(f"[dim]note: {nvml.notice}[/dim]")
-    request = TrialRequest(prof, n, budget_bytes=budget_bytes, timeout_s=timeout,
-                           compile_cache_dir=str(default_cache_dir() / "jax") if cache else None)
+        err_console.print(f"[dim]note: {escape(nvml.notice)}[/dim]")
 
-    def show(event: dict) -> None:
-        if not json_out and "phase" in event:
-            err_console.print(f"[dim]  {event['phase']}…[/dim]")
+    def show(event: Event) -> None:
+        if not json_out and isinstance(event, Phase):
+            err_console.print(f"[dim]  {escape(event.phase)}…[/dim]")
 
-    overhead = measure_overhead_bytes(nvml) if budget_bytes and nvml.available else None
-    result = run_trial(request, show, nvml=nvml, overhead_bytes=overhead)
+    result = api.run_request(request, on_event=show, nvml=nvml)
     if json_out:
         print_json(result.to_dict())
     else:

@@ -23,6 +23,7 @@ class Cap:
     description: str | None
     notes: tuple[str, ...] = ()
     backend: str = "cpu"  # what the child will run on, known even if it never reports
+    enforced_bytes: int | None = None  # the byte count this cap holds the trial to
 
 
 def gpu_fraction(budget_bytes: int | None, overhead_bytes: int | None, total_bytes: int) -> float:
@@ -53,7 +54,7 @@ def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | 
             notes.append(f"budget exceeds the card ({nvml.info.total_bytes} B): capped at the card")
         fraction = gpu_fraction(budget_bytes, overhead_bytes, nvml.info.total_bytes)
         return Cap({**base_env, var: f"{fraction:.4f}"}, None, f"{var}={fraction:.4f}",
-                   tuple(notes), backend="gpu")
+                   tuple(notes), backend="gpu", enforced_bytes=budget_bytes)
     if (budget_bytes is not None and machine.has_cuda_jax()
             and os.environ.get("JAX_PLATFORMS", "") in ("", "cuda", "gpu")):
         # A CUDA jax with no NVML: the card's total is unknown, so no fraction can be set,
@@ -66,4 +67,4 @@ def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | 
         base_env["JAX_PLATFORMS"] = "cpu"
     if budget_bytes is None:
         return Cap(base_env, None, None)
-    return Cap(base_env, budget_bytes, f"RLIMIT_DATA={budget_bytes}")
+    return Cap(base_env, budget_bytes, f"RLIMIT_DATA={budget_bytes}", enforced_bytes=budget_bytes)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from vramtune.measure.cap import plan_cap
+from vramtune.measure.cap import Cap, plan_cap
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.process import EventCallback, Standby, wants_blocked_warp
 from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
@@ -15,9 +15,18 @@ from vramtune.records import TrialResult
 
 
 class Executor(Protocol):
-    """Runs trials; local subprocesses now, a cluster later."""
+    """Runs trials under one cap, decided once for the whole sweep; must be closed.
+
+    Local subprocesses now, a cluster behind the same three members later.
+    """
+
+    cap: Cap
 
     def run(self, request: TrialRequest, on_event: EventCallback | None = None) -> TrialResult:
+        ...
+
+    def close(self) -> None:
+        """Release whatever the executor holds (standby processes, workers)."""
         ...
 
 
@@ -29,8 +38,9 @@ class LocalExecutor:
     so it never competes with the steps/s being measured.
     """
 
-    def __init__(self, nvml: Nvml | None = None, overhead_bytes: int | None = None, *,
-                 standby: bool = True) -> None:
+    def __init__(self, cap: Cap | None = None, nvml: Nvml | None = None, *,
+                 overhead_bytes: int | None = None, standby: bool = True) -> None:
+        self.cap = cap if cap is not None else plan_cap(None, nvml, overhead_bytes)
         self.nvml = nvml
         self.overhead_bytes = overhead_bytes
         self.use_standby = standby
@@ -39,6 +49,10 @@ class LocalExecutor:
     def run(self, request: TrialRequest, on_event: EventCallback | None = None) -> TrialResult:
         if invalid_result(request) is not None:
             return run_trial(request)  # rejected before launch: keep the standby for the next
+        cap = self.cap
+        if request.budget_bytes != cap.enforced_bytes:
+            # Not this executor's budget (a caller mixing budgets): its own cap, never ours.
+            cap = plan_cap(request.budget_bytes, self.nvml, self.overhead_bytes)
         current, self._standby = self._standby, None
         phase: dict[str, str] = {}
 
@@ -51,14 +65,13 @@ class LocalExecutor:
         def tick() -> None:  # the main thread, between polls of the running trial
             now = phase.get("now")
             if self.use_standby and self._standby is None and now == "compiling":
-                cap = plan_cap(request.budget_bytes, self.nvml, self.overhead_bytes)
                 self._standby = Standby(cap, wants_blocked_warp(request.profile))
             if self._standby is not None and now == "measuring":
                 self._standby.pause()
 
         try:
-            return run_trial(request, events, nvml=self.nvml, overhead_bytes=self.overhead_bytes,
-                             standby=current, on_tick=tick)
+            return run_trial(request, events, cap=cap, nvml=self.nvml, standby=current,
+                             on_tick=tick)
         finally:
             if self._standby is not None:
                 self._standby.resume()

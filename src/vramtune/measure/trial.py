@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vramtune import machine
-from vramtune.measure.cap import plan_cap
+from vramtune.measure.cap import Cap, plan_cap
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.process import (
     EventCallback,
@@ -110,7 +110,8 @@ def invalid_result(request: TrialRequest, device_count: int = 1) -> TrialResult 
 
 
 def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
-              nvml: Nvml | None = None, overhead_bytes: int | None = None,
+              cap: Cap | None = None, nvml: Nvml | None = None,
+              overhead_bytes: int | None = None,
               standby: Standby | None = None,
               on_tick: Callable[[], None] | None = None) -> TrialResult:
     """Run one trial to completion (or its limit) and return its record.
@@ -124,7 +125,8 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
     profile = request.profile
     shape = profile.shape_for(request.num_envs)
     assert shape is not None
-    cap = plan_cap(request.budget_bytes, nvml, overhead_bytes)
+    if cap is None:  # a lone trial; a sweep's executor decides the cap once for all
+        cap = plan_cap(request.budget_bytes, nvml, overhead_bytes)
     timeout_s = request.timeout_s if request.timeout_s is not None else profile.timeout_s
     gpu_baseline = nvml.device_used_bytes() if nvml and nvml.available else None
     with tempfile.TemporaryDirectory(prefix="vramtune-trial-") as tmp:

@@ -183,4 +183,6 @@ def load_profile(name_or_path: str | Path) -> Profile:
     except (OSError, yaml.YAMLError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"cannot read profile {path}: {first}") from None
+    if isinstance(data, dict) and not data.get("name"):
+        data = {**data, "name": path.stem}  # a file without name: is named after itself
     return profile_from_dict(data, source=str(path))

@@ -68,3 +68,10 @@ def test_bad_yaml_is_a_user_error(tmp_path):
 def test_non_positive_sizes_rejected():
     with pytest.raises(UserError, match="num_envs"):
         profile_from_dict({"name": "x", "env": "brax:fast", "num_envs": 0})
+
+
+def test_a_profile_file_without_name_is_named_after_its_file(tmp_path):
+    path = tmp_path / "my-walker.yaml"
+    path.write_text("env: brax:fast\nbackend: generalized\nepisode_length: 100\nnum_envs: 64\n"
+                    "ppo: {batch_size: 64, num_minibatches: 4, unroll_length: 5}\n")
+    assert load_profile(path).name == "my-walker"

@@ -1,0 +1,170 @@
+"""The Python API: what the CLI calls, and what a notebook or a script imports.
+
+Every argument takes what a person would type (``gpu_mem="8GB"``, ``headroom="10%"``) or the
+plain number (bytes, a fraction); bad values raise ``vramtune.errors.UserError`` with one
+line that says what was expected. Nothing here prints: callers get records back and choose
+how to show them (the CLI renders them with rich, a notebook with pandas).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from vramtune.errors import UserError
+from vramtune.machine import default_cache_dir
+from vramtune.measure.nvml import Nvml
+from vramtune.measure.overhead import measure_overhead_bytes
+from vramtune.measure.process import EventCallback
+from vramtune.measure.trial import TrialRequest, run_trial
+from vramtune.records import TrialResult
+from vramtune.tune.planner import Step
+from vramtune.tune.recommend import Objective, Recommendation, choose
+from vramtune.tune.sweep import PreparedSweep, SweepOptions, prepare
+from vramtune.tune.sweep import run_sweep as _run_sweep
+from vramtune.units import parse_percent, parse_size
+from vramtune.workload.profile import Profile, load_profile
+
+Size = str | int | None
+Percent = str | float | None
+
+
+def as_bytes(value: Size, what: str = "--gpu-mem") -> int | None:
+    """Bytes from '8GB' / 8_000_000_000 / None."""
+    if value is None:
+        return None
+    if isinstance(value, str) and not value.strip():
+        raise UserError(f"{what} is empty: give a size such as 8GB, or leave the option out")
+    return parse_size(value, what=what)
+
+
+def as_fraction(value: Percent, what: str = "--headroom") -> float | None:
+    """A fraction from '10%' / '10' (percent) or a float already in [0, 1); None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.strip():
+            raise UserError(f"{what} is empty: give a percentage such as 10%, or leave it out")
+        return parse_percent(value, what=what)
+    if isinstance(value, bool) or not 0 <= float(value) < 1:
+        raise UserError(f"{what} as a number must be a fraction in [0, 1), got {value!r}")
+    return float(value)
+
+
+def as_objective(value: str | Objective | None) -> Objective | None:
+    if value is None or isinstance(value, Objective):
+        return value
+    try:
+        return Objective(value)
+    except ValueError:
+        raise UserError(f"unknown objective {value!r}: expected one of "
+                        f"{', '.join(o.value for o in Objective)}") from None
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """A finished (or interrupted) sweep: every trial, the pick, where it is saved."""
+
+    run_dir: Path
+    results: tuple[TrialResult, ...]
+    recommendation: Recommendation
+    stopped_because: str | None  # None when interrupted
+    reused: int
+    interrupted: bool = False
+
+
+def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
+                  headroom: Percent = None, start: int | None = None,
+                  max_envs: int | None = None, refine: int | None = None,
+                  objective: str | Objective | None = None, out: str | Path | None = None,
+                  resume: str | Path | None = None, timeout_s: float | None = None,
+                  cache: bool = True, standby: bool = True,
+                  nvml: Nvml | None = None) -> PreparedSweep:
+    """Everything before the first trial; ``run_prepared`` then runs it. Split in two so a
+    caller (the CLI) can keep what was measured when the run is interrupted."""
+    options = SweepOptions(profile=profile, budget_bytes=as_bytes(gpu_mem),
+                           headroom_fraction=as_fraction(headroom), start=start,
+                           max_envs=max_envs, refine=refine, objective=as_objective(objective),
+                           out=Path(out) if out is not None else None,
+                           resume=Path(resume) if resume is not None else None,
+                           timeout_s=timeout_s, cache=cache, standby=standby)
+    return prepare(options, nvml=nvml)
+
+
+def outcome(prepared: PreparedSweep, *, interrupted: bool = False) -> SweepOutcome:
+    """The recommendation over what the prepared sweep has measured so far."""
+    config, state = prepared.config, prepared.state
+    rec = choose(state.results, config.budget_bytes, config.headroom_fraction,
+                 prepared.objective)
+    stopped = state.final_step.reason if state.final_step and not interrupted else None
+    return SweepOutcome(prepared.run_dir, tuple(state.results), rec, stopped, state.reused,
+                        interrupted)
+
+
+def run_prepared(prepared: PreparedSweep, on_event: EventCallback | None = None,
+                 on_trial: Callable[[Step, TrialResult], None] | None = None) -> SweepOutcome:
+    """Run the search to its end; every trial is appended to the run's file as it ends."""
+    _run_sweep(prepared.config, prepared.executor, prepared.run_dir, prepared.state, on_event,
+               on_trial)
+    return outcome(prepared)
+
+
+def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
+          headroom: Percent = None, start: int | None = None, max_envs: int | None = None,
+          refine: int | None = None, objective: str | Objective | None = None,
+          out: str | Path | None = None, resume: str | Path | None = None,
+          timeout_s: float | None = None, cache: bool = True, standby: bool = True,
+          on_event: EventCallback | None = None) -> SweepOutcome:
+    """Doubling num_envs under the budget, then refinement; the measured pick.
+
+    >>> outcome = vramtune.sweep("quick", gpu_mem="1.5GB")        # doctest: +SKIP
+    >>> outcome.recommendation.chosen.num_envs                      # doctest: +SKIP
+    """
+    prepared = prepare_sweep(profile, gpu_mem=gpu_mem, headroom=headroom, start=start,
+                             max_envs=max_envs, refine=refine, objective=objective, out=out,
+                             resume=resume, timeout_s=timeout_s, cache=cache, standby=standby)
+    return run_prepared(prepared, on_event)
+
+
+def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None = None, *,
+                  gpu_mem: Size = None, timeout_s: float | None = None,
+                  cache: bool = True) -> TrialRequest:
+    """A validated trial request: every input checked before anything starts."""
+    budget_bytes = as_bytes(gpu_mem)
+    if timeout_s is not None and not (timeout_s > 0 and math.isfinite(timeout_s)):
+        raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    n = prof.num_envs if num_envs is None else num_envs
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise UserError(f"--num-envs must be a positive integer, got {num_envs}")
+    return TrialRequest(prof, n, budget_bytes=budget_bytes, timeout_s=timeout_s,
+                        compile_cache_dir=str(default_cache_dir() / "jax") if cache else None)
+
+
+def run_request(request: TrialRequest, *, on_event: EventCallback | None = None,
+                nvml: Nvml | None = None) -> TrialResult:
+    """Run a validated request in its own subprocess, with the measured CUDA overhead."""
+    nvml = nvml if nvml is not None else Nvml()
+    overhead = (measure_overhead_bytes(nvml) if request.budget_bytes and nvml.available
+                else None)
+    return run_trial(request, on_event, nvml=nvml, overhead_bytes=overhead)
+
+
+def trial(profile: str | Path | Profile = "quick", num_envs: int | None = None, *,
+          gpu_mem: Size = None, timeout_s: float | None = None, cache: bool = True,
+          on_event: EventCallback | None = None) -> TrialResult:
+    """One measured trial in its own subprocess (the profile's num_envs by default)."""
+    request = trial_request(profile, num_envs, gpu_mem=gpu_mem, timeout_s=timeout_s,
+                            cache=cache)
+    return run_request(request, on_event=on_event)
+
+
+def recommend(results: list[TrialResult] | tuple[TrialResult, ...], *, gpu_mem: Size = None,
+              headroom: Percent = "10%",
+              objective: str | Objective = Objective.THROUGHPUT) -> Recommendation:
+    """The measured pick among ``results`` for a budget (never a size that was not run)."""
+    fraction = as_fraction(headroom)
+    return choose(results, as_bytes(gpu_mem), 0.0 if fraction is None else fraction,
+                  as_objective(objective) or Objective.THROUGHPUT)
