@@ -30,6 +30,14 @@ class Status(StrEnum):
 FAILED_BY_MEMORY = frozenset({Status.OOM})
 
 
+class Purpose(StrEnum):
+    """Why a trial ran: the search, a repeat at the edge, or the long confirming run."""
+
+    SEARCH = "search"
+    REPEAT = "repeat"
+    CONFIRM = "confirm"
+
+
 @dataclass(frozen=True)
 class TrialResult:
     status: Status
@@ -45,6 +53,12 @@ class TrialResult:
     # budget and how it was enforced
     budget_bytes: int | None = None
     cap: str | None = None  # e.g. "RLIMIT_DATA=1500000000" or "XLA_CLIENT_MEM_FRACTION=0.0931"
+    cap_bytes: int | None = None  # what the cap held the trial to: budget x (1 - headroom)
+    purpose: Purpose = Purpose.SEARCH
+    # how long it trained, and whether memory had stopped growing when it stopped
+    training_steps: int | None = None
+    evals: int | None = None
+    memory_steady: bool | None = None
     # speed (compile excluded)
     compile_s: float | None = None
     steps_per_s: float | None = None  # median over the measured intervals
@@ -63,6 +77,7 @@ class TrialResult:
     # host memory
     host_peak_rss_bytes: int | None = None  # exact, from os.wait4's ru_maxrss
     host_tree_rss_peak_bytes: int | None = None  # sampled RSS of the whole process tree
+    host_peak_data_bytes: int | None = None  # sampled data segment (VmData): what RLIMIT_DATA counts
     wall_s: float | None = None
     exit_code: int | None = None  # negative: killed by that signal
     error_type: str | None = None
@@ -100,6 +115,7 @@ class TrialResult:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["status"] = str(self.status)
+        data["purpose"] = str(self.purpose)
         data["notes"] = list(self.notes)
         return data
 
@@ -108,6 +124,7 @@ class TrialResult:
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["status"] = Status(kwargs["status"])
+        kwargs["purpose"] = Purpose(kwargs.get("purpose") or Purpose.SEARCH)
         kwargs["notes"] = tuple(kwargs.get("notes") or ())
         kwargs["versions"] = dict(kwargs.get("versions") or {})
         return cls(**kwargs)

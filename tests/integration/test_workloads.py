@@ -24,7 +24,8 @@ BROKEN_FIXTURE = FIXTURE.with_name("workloads_broken_fixture.py")
 # Small batch settings: a trial of any source costs seconds of training, not minutes.
 SMALL_PPO = {"batch_size": 128, "num_minibatches": 4, "unroll_length": 10,
              "num_updates_per_batch": 1, "run_evals": False}
-SHORT = {"warmup_intervals": 0, "min_intervals": 1, "min_window_s": 0}
+SHORT = {"warmup_intervals": 0, "min_intervals": 1, "min_window_s": 0,
+         "min_training_steps": 1, "steady_intervals": 1}
 
 
 def _quick(**changes: Any) -> dict[str, Any]:
@@ -88,7 +89,7 @@ def test_init_profile_playground_resolves_its_config_and_never_overwrites(tmp_pa
     assert (profile.num_envs, profile.batch_size, profile.num_minibatches,
             profile.unroll_length) == (2048, 1024, 32, 30)
     assert profile.ppo["discounting"] == 0.995 and profile.ppo["num_updates_per_batch"] == 16
-    assert profile.ppo["run_evals"] is False and "num_timesteps" not in profile.ppo
+    assert "run_evals" not in profile.ppo and "num_timesteps" not in profile.ppo
     assert profile.network["value_hidden_layer_sizes"] == [256] * 5
     assert profile.backend is None and profile.impl is None
     assert "brax_ppo_config('CartpoleBalance')" in out.read_text()

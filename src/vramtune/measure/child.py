@@ -61,13 +61,6 @@ def watch_parent_stdin() -> None:
     threading.Thread(target=watch, daemon=True, name="vramtune-parent-watch").start()
 
 
-def block_warp() -> None:
-    """brax imports mujoco.mjx, which imports NVIDIA Warp if installed (~1.2 s of a ~2.4 s
-    import) though no brax backend uses it; mjx catches the ImportError."""
-    if os.environ.get("VRAMTUNE_IMPORT_WARP") != "1":
-        sys.modules.setdefault("warp", None)  # type: ignore[arg-type]
-
-
 def preimport() -> None:
     """What every trial imports, without touching a device (backends stay uninitialised)."""
     import jax  # noqa: F401
@@ -77,7 +70,53 @@ def preimport() -> None:
 
 
 class _Enough(Exception):
-    """Raised from progress_fn once steady-state throughput is measured."""
+    """Raised from progress_fn once throughput and memory are both steady."""
+
+
+class _DataSegment(threading.Thread):
+    """Peak VmData of this process, which is what RLIMIT_DATA counts (RSS runs well below it:
+    0.1.0 saw OOMs at RSS 941-1037 MiB under a 1144 MiB cap)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="vramtune-vmdata")
+        self.peak_bytes: int | None = None
+
+    def read(self) -> int | None:
+        try:
+            with open("/proc/self/status", "rb") as status:
+                for line in status:
+                    if line.startswith(b"VmData:"):
+                        value = int(line.split()[1]) * 1024
+                        self.peak_bytes = max(value, self.peak_bytes or 0)
+                        return value
+        except (OSError, ValueError, IndexError):
+            return None
+        return None
+
+    def run(self) -> None:
+        while True:
+            self.read()
+            time.sleep(0.02)
+
+
+def _pool_peak_bytes() -> int | None:
+    """GPU: the allocator pool's peak, the figure the memory fraction caps."""
+    try:
+        import jax
+
+        stats = [d.memory_stats() or {} for d in jax.local_devices()]
+    except Exception:
+        return None
+    values = [s.get("peak_pool_bytes") or s.get("peak_bytes_in_use") for s in stats]
+    values = [v for v in values if v is not None]
+    return int(max(values)) if values else None
+
+
+def steady(history: list[int | None], intervals: int) -> bool:
+    """The capped figure's peak has not grown over the last ``intervals`` progress calls."""
+    if len(history) <= intervals or history[-1] is None or history[-1 - intervals] is None:
+        return False
+    return history[-1] <= history[-1 - intervals]
 
 
 _IMPORTLIB = os.path.dirname(importlib.__file__) + os.sep
@@ -115,10 +154,9 @@ def _memory_stats(result: dict[str, Any]) -> None:
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     phase = "import"
+    data_segment = _DataSegment()
     try:
         emit(phase="importing")
-        if spec["profile"].get("env", "").startswith("brax:"):
-            block_warp()
         import jax
 
         cache_dir = spec.get("compile_cache_dir")
@@ -134,6 +172,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         devices = jax.local_devices()
         result.update(backend=jax.default_backend(), device_kind=devices[0].device_kind,
                       device_count=jax.device_count())
+        on_cpu = result["backend"] == "cpu"
+        if on_cpu:
+            data_segment.start()
         phase = "build_env"
         emit(phase="building")
         environment, extra = build_environment(profile, spec["num_envs"],
@@ -142,23 +183,42 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         measure = profile.measure
         num_envs, batch_size = spec["num_envs"], spec["batch_size"]
         num_minibatches = spec["num_minibatches"]
+        # The user's training, as the profile has it: evaluation included (brax's default),
+        # because its rollouts hold memory the user's run will hold too.
         kwargs = dict(profile.ppo)
-        # Evaluation rollouts are not training: they would sit inside the measured intervals.
-        # A profile that wants their memory counted says run_evals: true.
-        kwargs.setdefault("run_evals", False)
         kwargs.update(extra)
         kwargs.update(batch_size=batch_size, num_minibatches=num_minibatches)
+        run_evals = bool(kwargs.get("run_evals", True))
         unroll = int(kwargs.get("unroll_length", 10))
-        steps_per_training_step = batch_size * num_minibatches * unroll * profile.action_repeat
-        epochs = 1 + measure.warmup_intervals + measure.max_intervals
-        marks: list[tuple[float, int]] = []
+        env_steps_per_training_step = (batch_size * num_minibatches * unroll
+                                       * profile.action_repeat)
+        fixed_steps = spec.get("training_steps")  # a confirming run: exactly this long
+        if fixed_steps:
+            epochs = 1 + -(-int(fixed_steps) // measure.steps_per_epoch)
+        else:
+            epochs = 1 + measure.warmup_intervals + measure.max_intervals
+        marks: list[tuple[float, float | None]] = []  # (time, training-only sps) per epoch
+        history: list[int | None] = []
+        state = {"evals": 0, "steps": 0}
         start = time.perf_counter()
 
-        def progress(step: int, _metrics: Any) -> None:
+        def cap_figure() -> int | None:
+            if on_cpu:
+                data_segment.read()
+                return data_segment.peak_bytes
+            return _pool_peak_bytes()
+
+        def progress(step: int, metrics: Any) -> None:
+            if run_evals:
+                state["evals"] += 1
             if step <= 0:
                 return  # the initial evaluation, before any training
             now = time.perf_counter()
-            marks.append((now, int(step)))
+            sps = metrics.get("training/sps") if hasattr(metrics, "get") else None
+            marks.append((now, float(sps) if sps is not None else None))
+            state["steps"] = int(step) // env_steps_per_training_step
+            history.append(cap_figure())
+            result.update(training_steps=state["steps"], evals=state["evals"])
             if len(marks) == 1:
                 emit(phase="warming up", first_epoch_s=now - start)
             if len(marks) == 1 + measure.warmup_intervals:
@@ -168,31 +228,39 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 emit(phase="measuring", compile_s=result["compile_s"])
             if len(marks) <= 1 + measure.warmup_intervals:
                 return
-            timed = marks[measure.warmup_intervals:]
-            intervals = len(timed) - 1
-            window = timed[-1][0] - timed[0][0] if intervals > 0 else 0.0
-            if intervals >= measure.max_intervals or (
-                    intervals >= measure.min_intervals and window >= measure.min_window_s):
+            measured = len(marks) - 1 - measure.warmup_intervals
+            if fixed_steps:
+                if state["steps"] >= int(fixed_steps):
+                    raise _Enough()
+                return
+            window = now - marks[measure.warmup_intervals][0]
+            throughput_ready = (measured >= measure.min_intervals
+                                and window >= measure.min_window_s)
+            memory_ready = (state["steps"] >= measure.min_training_steps
+                            and (not run_evals or state["evals"] >= measure.min_evals)
+                            and steady(history, measure.steady_intervals))
+            if (throughput_ready and memory_ready) or measured >= measure.max_intervals:
                 raise _Enough()
 
         emit(phase="compiling")
         try:
-            ppo.train(environment, num_timesteps=epochs * steps_per_training_step
+            ppo.train(environment, num_timesteps=epochs * env_steps_per_training_step
                       * measure.steps_per_epoch, num_evals=epochs + 1, num_envs=num_envs,
                       episode_length=profile.episode_length, action_repeat=profile.action_repeat,
                       network_factory=network_factory(profile), progress_fn=progress, **kwargs)
         except _Enough:
             pass
-        timed = marks[measure.warmup_intervals:]
-        rates = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(timed, timed[1:], strict=False)
-                 if b[0] > a[0]]
-        if len(rates) < measure.min_intervals:
+        rates = [sps for _, sps in marks[1 + measure.warmup_intervals:] if sps]
+        if len(rates) < measure.min_intervals and not fixed_steps:
             raise RuntimeError(f"training ended after {len(marks)} progress reports; "
                                f"{measure.min_intervals} steady intervals were needed")
-        result.update(status="ok", steps_per_s=statistics.median(rates),
-                      measure_window_s=timed[-1][0] - timed[0][0],
-                      steps_per_s_min=min(rates), steps_per_s_max=max(rates),
-                      measured_intervals=len(rates))
+        result.update(status="ok", memory_steady=steady(history, measure.steady_intervals))
+        if rates:
+            timed = marks[measure.warmup_intervals:]
+            result.update(steps_per_s=statistics.median(rates),
+                          measure_window_s=timed[-1][0] - timed[0][0],
+                          steps_per_s_min=min(rates), steps_per_s_max=max(rates),
+                          measured_intervals=len(rates))
     except BaseException as exc:  # noqa: BLE001 - the record must say what happened
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         lines = [line for line in text.splitlines() if "cpu_aot_loader" not in line]
@@ -200,6 +268,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                       error_message="\n".join(lines[-12:])[-3000:],
                       error_where=f"{phase}: {_location(exc)}")
     _memory_stats(result)
+    if data_segment.is_alive() or data_segment.peak_bytes is not None:
+        data_segment.read()
+        result["host_peak_data_bytes"] = data_segment.peak_bytes
     return result
 
 
@@ -214,8 +285,6 @@ def main(argv: list[str]) -> int:
         # its spec on stdin, so a sweep does not pay ~1 s of imports per trial.
         _set_limit(os.environ.get("VRAMTUNE_RLIMIT_DATA"))
         die_with_parent(watch_stdin=False)
-        if os.environ.get("VRAMTUNE_BLOCK_WARP") == "1":
-            block_warp()
         preimport()
         emit(phase="ready")
         line = sys.stdin.readline().strip()

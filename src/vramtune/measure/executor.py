@@ -8,7 +8,7 @@ from typing import Protocol
 
 from vramtune.measure.cap import Cap, plan_cap
 from vramtune.measure.nvml import Nvml
-from vramtune.measure.process import EventCallback, Standby, wants_blocked_warp
+from vramtune.measure.process import EventCallback, Standby
 from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
 from vramtune.measure.wire import Event, Phase
 from vramtune.records import TrialResult
@@ -65,7 +65,7 @@ class LocalExecutor:
         def tick() -> None:  # the main thread, between polls of the running trial
             now = phase.get("now")
             if self.use_standby and self._standby is None and now == "compiling":
-                self._standby = Standby(cap, wants_blocked_warp(request.profile))
+                self._standby = Standby(cap)
             if self._standby is not None and now == "measuring":
                 self._standby.pause()
 

@@ -18,7 +18,6 @@ import psutil
 from vramtune.measure.cap import Cap
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.wire import EVENT_PREFIX, Event, Sample, decode_event
-from vramtune.workload.profile import Profile
 
 EventCallback = Callable[[Event], None]
 
@@ -47,6 +46,18 @@ class _Reader(threading.Thread):
                 self.on_event(event)
 
 
+def vm_data_bytes(pid: int) -> int | None:
+    """A process's data segment (VmData), or None where /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 class _Sampler(threading.Thread):
     """Peak RSS of the process tree, and NVML memory, at a fixed interval."""
 
@@ -56,6 +67,7 @@ class _Sampler(threading.Thread):
         self.pid, self.interval_s, self.nvml, self.on_event = pid, interval_s, nvml, on_event
         self.stop_event = threading.Event()
         self.tree_rss_peak: int | None = None
+        self.data_peak: int | None = None  # the trial process's VmData: what RLIMIT_DATA counts
         self.nvml_process_peak: int | None = None
         self.nvml_device_peak: int | None = None
         self.pid_matched = False
@@ -85,6 +97,9 @@ class _Sampler(threading.Thread):
             if self.stop_event.is_set():
                 break
             self.tree_rss_peak = max(rss, self.tree_rss_peak or 0)
+            data = vm_data_bytes(self.pid)
+            if data is not None:
+                self.data_peak = max(data, self.data_peak or 0)
             if self.nvml is not None and self.nvml.available:
                 self._sample_gpu({p.pid for p in procs})
             self.samples += 1
@@ -129,10 +144,9 @@ class Standby:
     not initialised by imports, so it holds no device memory while it waits.
     """
 
-    def __init__(self, cap: Cap, block_warp: bool) -> None:
-        self.key = standby_key(cap, block_warp)
-        env = {**child_env(cap), "VRAMTUNE_RLIMIT_DATA": str(cap.rlimit_data_bytes or ""),
-               "VRAMTUNE_BLOCK_WARP": "1" if block_warp else "0"}
+    def __init__(self, cap: Cap) -> None:
+        self.key = standby_key(cap)
+        env = {**child_env(cap), "VRAMTUNE_RLIMIT_DATA": str(cap.rlimit_data_bytes or "")}
         self.proc = subprocess.Popen([sys.executable, "-m", "vramtune.measure.child", "--standby"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -171,9 +185,5 @@ class Standby:
             pass
 
 
-def standby_key(cap: Cap, block_warp: bool) -> tuple[Any, ...]:
-    return (tuple(sorted(cap.env.items())), cap.rlimit_data_bytes, block_warp)
-
-
-def wants_blocked_warp(profile: Profile) -> bool:
-    return profile.env.startswith("brax:")
+def standby_key(cap: Cap) -> tuple[Any, ...]:
+    return (tuple(sorted(cap.env.items())), cap.rlimit_data_bytes)

@@ -31,10 +31,9 @@ from vramtune.measure.process import (
     _Sampler,
     child_env,
     standby_key,
-    wants_blocked_warp,
 )
 from vramtune.measure.wire import ChildReport, Launched
-from vramtune.records import Status, TrialResult, utc_now
+from vramtune.records import Purpose, Status, TrialResult, utc_now
 from vramtune.workload.profile import Profile
 from vramtune.workload.rules import nearest_valid, violations
 
@@ -60,6 +59,8 @@ class TrialRequest:
     timeout_s: float | None = None
     compile_cache_dir: str | None = None
     sample_interval_s: float | None = DEFAULT_SAMPLE_INTERVAL_S  # None: no sampling
+    purpose: Purpose = Purpose.SEARCH
+    training_steps: int | None = None  # train exactly this long (a confirming run)
 
 
 def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
@@ -134,11 +135,12 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         spec = {"profile": profile.to_dict(), "num_envs": request.num_envs,
                 "batch_size": shape.batch_size, "num_minibatches": shape.num_minibatches,
                 "rlimit_data_bytes": cap.rlimit_data_bytes, "result_path": str(result_path),
-                "compile_cache_dir": request.compile_cache_dir}
+                "compile_cache_dir": request.compile_cache_dir,
+                "training_steps": request.training_steps}
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(spec))
         notes = list(cap.notes)
-        if standby is not None and (standby.key != standby_key(cap, wants_blocked_warp(profile))
+        if standby is not None and (standby.key != standby_key(cap)
                                     or not standby.usable()):
             standby.close()
             standby = None
@@ -236,13 +238,21 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         status=status, profile=profile.name, profile_hash=profile.hash,
         num_envs=request.num_envs, batch_size=shape.batch_size,
         num_minibatches=shape.num_minibatches, unroll_length=profile.unroll_length,
-        budget_bytes=request.budget_bytes, cap=cap.description,
+        budget_bytes=request.budget_bytes, cap=cap.description, cap_bytes=cap.enforced_bytes,
+        purpose=request.purpose,
         **{**measured, "backend": measured.get("backend") or cap.backend},
         nvml_process_peak_bytes=process_peak, nvml_device_used_peak_bytes=device_peak,
         nvml_note=nvml_note, host_peak_rss_bytes=peak_rss,
+        host_peak_data_bytes=_max_known(child.host_peak_data_bytes if child else None,
+                                        sampler.data_peak if sampler else None),
         host_tree_rss_peak_bytes=sampler.tree_rss_peak if sampler else None,
         wall_s=wall_s, exit_code=proc.returncode, error_type=error_type,
         error_message=message, error_where=where, versions=machine.versions(),
         gpu_name=info.name if info else None, gpu_driver=info.driver if info else None,
         gpu_total_bytes=info.total_bytes if info else None, timestamp=utc_now(),
         notes=tuple(notes))
+
+
+def _max_known(*values: int | None) -> int | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None

@@ -34,6 +34,10 @@ class ChildReport:
     jax_peak_bytes_in_use: int | None = None
     jax_peak_pool_bytes: int | None = None
     jax_bytes_limit: int | None = None
+    host_peak_data_bytes: int | None = None  # CPU: peak VmData, what RLIMIT_DATA counts
+    training_steps: int | None = None
+    evals: int | None = None
+    memory_steady: bool | None = None
     error_type: str | None = None
     error_message: str | None = None
     error_where: str | None = None
@@ -51,7 +55,7 @@ class ChildReport:
 
     def record_fields(self) -> dict[str, Any]:
         """The fields TrialResult takes as they are (status and errors are classified)."""
-        skip = {"status", "error_type", "error_message", "error_where"}
+        skip = {"status", "error_type", "error_message", "error_where", "host_peak_data_bytes"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
 

@@ -30,6 +30,13 @@ class Measure:
     max_intervals: int = 40
     min_window_s: float = 1.0
     steps_per_epoch: int = 1  # training steps between two progress_fn calls
+    # Memory must be steady too, not only throughput (0.1.0 stopped after 5-7 training steps
+    # and missed a buffer that a long run allocated later): at least this many training
+    # steps and evaluations, and the figure the cap counts unchanged over the last
+    # steady_intervals progress calls.
+    min_training_steps: int = 10
+    min_evals: int = 1
+    steady_intervals: int = 3
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,6 @@ def canonical_profile(env: str, backend: str | None = None) -> tuple[dict[str, A
         data.update({"episode_length": 1000, "action_repeat": 1, **top})
         data["ppo"] = ppo
         data["network"] = dict(BRAX_NETWORK)
-    data["ppo"]["run_evals"] = False  # evals are not training: they would skew steps/s
     data["ppo"] = _ordered_ppo(data["ppo"])
     data["scaling"] = "hold-minibatch"
     data["start_envs"] = min(64, int(data.get("num_envs", 64)))
@@ -144,7 +143,7 @@ def render_profile_yaml(data: Mapping[str, Any], origin: str, versions: Mapping[
         "# batch_size / num_minibatches from it under `scaling` (hold-minibatch,",
         "# hold-num-minibatches, hold-env-steps). Every ppo: key is a brax ppo.train kwarg;",
         "# network: hidden layer sizes, activation (a jax.nn name), obs keys.",
-        "# run_evals: false keeps evaluation rollouts out of the measured steps/s.",
+        "# Evaluation runs as in your training (brax: run_evals, num_eval_envs): its memory counts.",
     ]
     body = yaml.dump(dict(data), Dumper=Dumper, sort_keys=False, default_flow_style=False,
                      width=1000)
