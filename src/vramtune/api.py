@@ -9,9 +9,13 @@ how to show them (the CLI renders them with rich, a notebook with pandas).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from vramtune.errors import UserError
 from vramtune.machine import default_cache_dir
@@ -19,13 +23,15 @@ from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import measure_overhead_bytes
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest, run_trial
-from vramtune.records import TrialResult
+from vramtune.records import Purpose, TrialResult
 from vramtune.tune.planner import Step
 from vramtune.tune.recommend import Objective, Recommendation, choose
 from vramtune.tune.sweep import PreparedSweep, SweepOptions, prepare
 from vramtune.tune.sweep import run_sweep as _run_sweep
 from vramtune.units import parse_percent, parse_size
-from vramtune.workload.profile import Profile, load_profile
+from vramtune.workload.configfile import load_config
+from vramtune.workload.profile import Profile, load_profile, profile_from_dict
+from vramtune.workload.sources import MANAGED_PPO_KEYS
 
 Size = str | int | None
 Percent = str | float | None
@@ -80,7 +86,8 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
                   max_envs: int | None = None, refine: int | None = None,
                   objective: str | Objective | None = None, out: str | Path | None = None,
                   resume: str | Path | None = None, timeout_s: float | None = None,
-                  cache: bool = True, standby: bool = True,
+                  cache: bool = True, standby: bool = True, confirm: bool = True,
+                  confirm_steps: int | None = None,
                   nvml: Nvml | None = None) -> PreparedSweep:
     """Everything before the first trial; ``run_prepared`` then runs it. Split in two so a
     caller (the CLI) can keep what was measured when the run is interrupted."""
@@ -89,7 +96,8 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
                            max_envs=max_envs, refine=refine, objective=as_objective(objective),
                            out=Path(out) if out is not None else None,
                            resume=Path(resume) if resume is not None else None,
-                           timeout_s=timeout_s, cache=cache, standby=standby)
+                           timeout_s=timeout_s, cache=cache, standby=standby,
+                           confirm=confirm, confirm_steps=confirm_steps)
     return prepare(options, nvml=nvml)
 
 
@@ -116,6 +124,7 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
           refine: int | None = None, objective: str | Objective | None = None,
           out: str | Path | None = None, resume: str | Path | None = None,
           timeout_s: float | None = None, cache: bool = True, standby: bool = True,
+          confirm: bool = True, confirm_steps: int | None = None,
           on_event: EventCallback | None = None) -> SweepOutcome:
     """Doubling num_envs under the budget, then refinement; the measured pick.
 
@@ -124,7 +133,8 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
     """
     prepared = prepare_sweep(profile, gpu_mem=gpu_mem, headroom=headroom, start=start,
                              max_envs=max_envs, refine=refine, objective=objective, out=out,
-                             resume=resume, timeout_s=timeout_s, cache=cache, standby=standby)
+                             resume=resume, timeout_s=timeout_s, cache=cache, standby=standby,
+                             confirm=confirm, confirm_steps=confirm_steps)
     return run_prepared(prepared, on_event)
 
 
@@ -168,3 +178,81 @@ def recommend(results: list[TrialResult] | tuple[TrialResult, ...], *, gpu_mem: 
     fraction = as_fraction(headroom)
     return choose(results, as_bytes(gpu_mem), 0.0 if fraction is None else fraction,
                   as_objective(objective) or Objective.THROUGHPUT)
+
+
+# ppo.train kwargs a profile keeps at its top level; emitted files write them under ppo:
+TOP_LEVEL_PPO_KEYS = ("episode_length", "action_repeat")
+_EMITTED = re.compile(r"^# vramtune emit-config \([a-z]+\): profile (\S+) \(([0-9a-f]{16})\)")
+
+
+def verification_profile(config_path: str | Path, profile: str | Path | Profile | None
+                         ) -> tuple[Profile, str]:
+    """The workload to verify a config file with, and where it came from.
+
+    The batch settings (num_envs, batch_size, num_minibatches, unroll_length) come from the
+    file, found wherever ``check`` finds them. The workload (env, network, other PPO kwargs)
+    comes from ``profile``, or for a file vramtune emitted, from the profile named in its
+    first line (a built-in one with the same hash), with the file's own ppo: and network:
+    blocks laid over it: the emitted file is the training config.
+    """
+    path = Path(config_path).expanduser()
+    batch = load_config(path)  # validates the file; a UserError names what is wrong
+    origin = "--profile"
+    emitted: dict[str, Any] = {}
+    if profile is None:
+        first = path.read_text(encoding="utf-8").splitlines()[:1]
+        match = _EMITTED.match(first[0]) if first else None
+        if match is None:
+            raise UserError(f"{path}: not a file vramtune emitted; name the workload it trains "
+                            f"with --profile (a built-in name or a profile YAML)")
+        name, digest = match.groups()
+        profile = load_profile(name)
+        if profile.hash != digest:
+            raise UserError(f"{path} was emitted for profile {name} ({digest}), and the "
+                            f"built-in {name} is now {profile.hash}; pass --profile FILE")
+        origin = f"profile {name} named in the file"
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        emitted = data if isinstance(data, dict) else {}
+    base = profile if isinstance(profile, Profile) else load_profile(profile)
+    data = base.to_dict()
+    ppo = {**data["ppo"], **{k: v for k, v in (emitted.get("ppo") or {}).items()
+                             if k not in MANAGED_PPO_KEYS and k not in TOP_LEVEL_PPO_KEYS}}
+    ppo.update(batch_size=batch.batch_size.value, num_minibatches=batch.num_minibatches.value,
+               unroll_length=batch.unroll_length.value)
+    data.update(num_envs=batch.num_envs.value, ppo=ppo)
+    for key in TOP_LEVEL_PPO_KEYS:  # emitted files carry these inside ppo:
+        if key in (emitted.get("ppo") or {}):
+            data[key] = emitted["ppo"][key]
+    if isinstance(emitted.get("network"), dict):
+        data["network"] = {**data.get("network", {}), **emitted["network"]}
+    data["name"] = f"{base.name}-verify"
+    return profile_from_dict(data, source=str(path)), origin
+
+
+def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Profile | None = None,
+           headroom: Percent = "10%", steps: int = 100, timeout_s: float | None = None,
+           cache: bool = True, on_event: EventCallback | None = None,
+           nvml: Nvml | None = None) -> TrialResult:
+    """Train a config file's settings ``steps`` training steps, evaluation as configured,
+    under the budget x (1 - headroom) cap the sweep uses; the record says if it fit."""
+    budget_bytes = as_bytes(gpu_mem)
+    if budget_bytes is None:
+        raise UserError("verify needs --gpu-mem: the budget to verify the config against")
+    fraction = as_fraction(headroom) or 0.0
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 1_000_000:
+        raise UserError(f"--steps must be an integer from 1 to 1000000, got {steps!r}")
+    if timeout_s is not None and not (timeout_s > 0 and math.isfinite(timeout_s)):
+        raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    prof, _ = verification_profile(config_path, profile)
+    limit = int(budget_bytes * (1 - fraction))
+    request = TrialRequest(prof, prof.num_envs, budget_bytes=budget_bytes, cap_bytes=limit,
+                           timeout_s=timeout_s if timeout_s is not None else prof.timeout_s * 10,
+                           compile_cache_dir=str(default_cache_dir() / "jax") if cache else None,
+                           purpose=Purpose.CONFIRM, training_steps=steps)
+    if request.profile.shape_for(request.num_envs) is None:
+        raise UserError(f"{config_path}: num_envs={prof.num_envs}, batch_size={prof.batch_size}, "
+                        f"num_minibatches={prof.num_minibatches} break Brax's batch rule; "
+                        f"`vramtune check {config_path}` shows the nearest valid settings")
+    nvml = nvml if nvml is not None else Nvml()
+    overhead = measure_overhead_bytes(nvml) if nvml.available else None
+    return run_trial(request, on_event, nvml=nvml, overhead_bytes=overhead)

@@ -112,6 +112,14 @@ class TrialResult:
         return self.host_peak_rss_bytes if self.host_peak_rss_bytes is not None else \
             self.host_tree_rss_peak_bytes
 
+    @property
+    def cap_figure_bytes(self) -> int | None:
+        """The figure the cap counts: the data segment under RLIMIT_DATA on CPU, the
+        allocator pool under the memory fraction on GPU."""
+        if self.is_gpu:
+            return self.jax_peak_pool_bytes
+        return self.host_peak_data_bytes
+
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["status"] = str(self.status)

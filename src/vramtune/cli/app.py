@@ -7,7 +7,16 @@ import sys
 import typer
 
 from vramtune import __version__
-from vramtune.cli import bench_cmd, check_cmd, emit_cmd, profiles_cmd, report_cmd, sweep_cmd, trial_cmd
+from vramtune.cli import (
+    bench_cmd,
+    check_cmd,
+    emit_cmd,
+    profiles_cmd,
+    report_cmd,
+    sweep_cmd,
+    trial_cmd,
+    verify_cmd,
+)
 from vramtune.errors import UserError
 
 app = typer.Typer(
@@ -37,6 +46,7 @@ app.command("sweep")(sweep_cmd.sweep)
 app.command("bench")(bench_cmd.bench_command)
 app.command("report")(report_cmd.report)
 app.command("compare")(report_cmd.compare)
+app.command("verify")(verify_cmd.verify)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -134,6 +134,10 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool) -
     if rec.chosen:
         summary_text = chosen_summary(rec.chosen, config.budget_bytes)
         console.print(f"[bold green]recommended:[/] {escape(summary_text)}")
+        if rec.confirmed_line:
+            console.print(f"[green]{escape(rec.confirmed_line)}[/]")
+        elif config.confirm and not interrupted:
+            console.print("[yellow]not confirmed:[/] no long run of this size passed")
     elif rec.notice:
         console.print(f"[bold red]no recommendation:[/] {escape(rec.notice)}")
     console.print(f"results: {escape(str(run_dir))}")
@@ -168,6 +172,12 @@ def sweep(
     cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
     standby: Annotated[bool, typer.Option(help="Start (and import) the next trial's process "
                                                "while the current one compiles.")] = True,
+    confirm: Annotated[bool, typer.Option(help="Train the chosen config much longer under the "
+                                               "same cap before recommending it; off: repeat "
+                                               "the chosen size once instead.")] = True,
+    confirm_steps: Annotated[int | None, typer.Option(
+        "--confirm-steps", help="Training steps of the confirming run (default: 10x the "
+                                "trial's, at least 100).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the final JSON summary.")]
     = False,
 ) -> None:
@@ -175,7 +185,8 @@ def sweep(
     prepared = api.prepare_sweep(
         profile if profile is None else _nonempty(profile, "--profile"), gpu_mem=gpu_mem,
         headroom=headroom, start=start, max_envs=max_envs, refine=refine, objective=objective,
-        out=out, resume=resume, timeout_s=timeout, cache=cache, standby=standby)
+        out=out, resume=resume, timeout_s=timeout, cache=cache, standby=standby,
+        confirm=confirm, confirm_steps=confirm_steps)
     if prepared.nvml.notice and not json_out:
         err_console.print(f"[dim]note: {escape(prepared.nvml.notice)}[/dim]")
     for warning in prepared.warnings:

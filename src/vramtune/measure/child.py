@@ -69,6 +69,9 @@ def preimport() -> None:
     from vramtune.workload import build  # noqa: F401
 
 
+CONFIRM_EVALS = 10  # evaluations over a confirming run
+
+
 class _Enough(Exception):
     """Raised from progress_fn once throughput and memory are both steady."""
 
@@ -193,8 +196,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         env_steps_per_training_step = (batch_size * num_minibatches * unroll
                                        * profile.action_repeat)
         fixed_steps = spec.get("training_steps")  # a confirming run: exactly this long
+        steps_per_epoch = measure.steps_per_epoch
         if fixed_steps:
-            epochs = 1 + -(-int(fixed_steps) // measure.steps_per_epoch)
+            # Evaluate about ten times over the run, as a user's num_evals would, not after
+            # every training step: the memory is the same, the time is not.
+            steps_per_epoch = max(1, -(-int(fixed_steps) // CONFIRM_EVALS))
+            epochs = -(-int(fixed_steps) // steps_per_epoch)
         else:
             epochs = 1 + measure.warmup_intervals + measure.max_intervals
         marks: list[tuple[float, float | None]] = []  # (time, training-only sps) per epoch
@@ -245,7 +252,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         emit(phase="compiling")
         try:
             ppo.train(environment, num_timesteps=epochs * env_steps_per_training_step
-                      * measure.steps_per_epoch, num_evals=epochs + 1, num_envs=num_envs,
+                      * steps_per_epoch, num_evals=epochs + 1, num_envs=num_envs,
                       episode_length=profile.episode_length, action_repeat=profile.action_repeat,
                       network_factory=network_factory(profile), progress_fn=progress, **kwargs)
         except _Enough:

@@ -50,9 +50,9 @@ class LocalExecutor:
         if invalid_result(request) is not None:
             return run_trial(request)  # rejected before launch: keep the standby for the next
         cap = self.cap
-        if request.budget_bytes != cap.enforced_bytes:
+        if request.enforced_bytes != cap.enforced_bytes:
             # Not this executor's budget (a caller mixing budgets): its own cap, never ours.
-            cap = plan_cap(request.budget_bytes, self.nvml, self.overhead_bytes)
+            cap = plan_cap(request.enforced_bytes, self.nvml, self.overhead_bytes)
         current, self._standby = self._standby, None
         phase: dict[str, str] = {}
 

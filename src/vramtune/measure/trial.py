@@ -61,6 +61,11 @@ class TrialRequest:
     sample_interval_s: float | None = DEFAULT_SAMPLE_INTERVAL_S  # None: no sampling
     purpose: Purpose = Purpose.SEARCH
     training_steps: int | None = None  # train exactly this long (a confirming run)
+    cap_bytes: int | None = None  # enforce this instead of the budget (budget x (1 - headroom))
+
+    @property
+    def enforced_bytes(self) -> int | None:
+        return self.cap_bytes if self.cap_bytes is not None else self.budget_bytes
 
 
 def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
@@ -127,7 +132,7 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
     shape = profile.shape_for(request.num_envs)
     assert shape is not None
     if cap is None:  # a lone trial; a sweep's executor decides the cap once for all
-        cap = plan_cap(request.budget_bytes, nvml, overhead_bytes)
+        cap = plan_cap(request.enforced_bytes, nvml, overhead_bytes)
     timeout_s = request.timeout_s if request.timeout_s is not None else profile.timeout_s
     gpu_baseline = nvml.device_used_bytes() if nvml and nvml.available else None
     with tempfile.TemporaryDirectory(prefix="vramtune-trial-") as tmp:

@@ -21,6 +21,8 @@ BOUNDARY_FAILURES = frozenset({Status.OOM, Status.TIMEOUT, Status.CRASH})
 class Phase(StrEnum):
     DOUBLING = "doubling"
     REFINING = "refining"
+    REPEATING = "repeating"  # the chosen size once more, under the same cap
+    CONFIRMING = "confirming"  # the chosen config, trained much longer
     DONE = "done"
 
 

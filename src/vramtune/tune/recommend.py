@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from vramtune.records import Status, TrialResult
+from vramtune.records import Purpose, Status, TrialResult
+from vramtune.units import format_bytes
 
 KNEE_TOLERANCE = 0.05  # 'knee': smallest num_envs within 5% of the best steps/s
 
@@ -29,6 +30,19 @@ class Recommendation:
     reasons: dict[int, str]  # num_envs -> why it was chosen / not chosen
     best_steps_per_s: float | None
     notice: str | None = None  # set when nothing fits, with what to try
+    confirmation: TrialResult | None = None  # the chosen size's long run, when it passed
+
+    @property
+    def confirmed_line(self) -> str | None:
+        """'confirmed: 120 training steps, peak 1.02 GiB host RAM' for tables and files."""
+        c = self.confirmation
+        if c is None:
+            return None
+        peak = c.cap_figure_bytes if c.cap_figure_bytes is not None else c.peak_bytes
+        what = "data segment" if c.host_peak_data_bytes is not None and not c.is_gpu else ""
+        return (f"confirmed: {c.training_steps} training steps, peak "
+                f"{format_bytes(peak)} {c.memory_label}{' ' + what if what else ''}"
+                f" under {c.cap or 'no cap'}")
 
 
 def fits(result: TrialResult, limit_bytes: int | None) -> bool:
@@ -44,12 +58,21 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
            objective: Objective = Objective.THROUGHPUT) -> Recommendation:
     rows = sorted(results, key=lambda r: r.num_envs)
     limit = int(budget_bytes * (1 - headroom_fraction)) if budget_bytes else None
-    candidates = [r for r in rows if fits(r, limit)]
+    # A size fits only if every run of it fit: one failure (on repeat, or in the long
+    # confirming run) moves the boundary below it, and memory grows with num_envs, so every
+    # larger size is past the boundary too, whatever it did once.
+    edge = min((r.num_envs for r in rows if past_boundary(r, limit)), default=None)
+    candidates = [r for r in rows if fits(r, limit) and (edge is None or r.num_envs < edge)]
     best = max((r.steps_per_s or 0.0 for r in candidates), default=None)
     chosen: TrialResult | None = None
     if candidates and best is not None:
         if objective is Objective.THROUGHPUT:
-            chosen = max(candidates, key=lambda r: (r.steps_per_s or 0.0, -r.num_envs))
+            fastest = max(candidates, key=lambda r: (r.steps_per_s or 0.0, -r.num_envs))
+            # Sizes whose steps/s cannot be told apart from the fastest are ties; the
+            # smallest of them leaves the most headroom (on a noisy CPU every row tied and
+            # the pick was chance).
+            chosen = min((r for r in candidates if r is fastest or ties(r, fastest)),
+                         key=lambda r: (r.num_envs, -(r.steps_per_s or 0.0)))
         elif objective is Objective.KNEE:
             chosen = min((r for r in candidates if (r.steps_per_s or 0) >= best * (1 - KNEE_TOLERANCE)),
                          key=lambda r: r.num_envs)
@@ -57,17 +80,46 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
             chosen = max(candidates, key=lambda r: r.num_envs)
     reasons: dict[int, str] = {}
     for r in rows:
-        reasons[r.num_envs] = _reason(r, chosen, limit, best, objective, budget_bytes)
+        reason = _reason(r, chosen, limit, best, objective, budget_bytes, edge)
+        previous = reasons.get(r.num_envs)
+        if previous is None or not (previous.startswith("recommended")
+                                    or previous.startswith("fit once")):
+            reasons[r.num_envs] = reason  # per size: the recommendation or a failure wins
     notice = None
     if chosen is None:
         notice = _nothing_fits(rows, limit)
-    return Recommendation(chosen, objective, limit, reasons, best, notice)
+    confirmation = None
+    if chosen is not None:
+        confirmation = next((r for r in rows if r.num_envs == chosen.num_envs
+                             and r.purpose is Purpose.CONFIRM and r.status is Status.OK), None)
+    return Recommendation(chosen, objective, limit, reasons, best, notice, confirmation)
+
+
+def past_boundary(result: TrialResult, limit_bytes: int | None) -> bool:
+    """Ran out of memory, crashed or timed out, or peaked over the headroom line."""
+    if result.status in (Status.OOM, Status.CRASH, Status.TIMEOUT):
+        return True
+    peak = result.peak_bytes
+    return (result.status is Status.OK and limit_bytes is not None and peak is not None
+            and peak > limit_bytes)
+
+
+def ties(r: TrialResult, best: TrialResult) -> bool:
+    """Its steps/s range overlaps the fastest's: the measurements do not say which is faster."""
+    if r.steps_per_s_max is None or best.steps_per_s_min is None:
+        return False
+    return r.steps_per_s_max >= best.steps_per_s_min
 
 
 def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best: float | None,
-            objective: Objective, budget: int | None) -> str:
+            objective: Objective, budget: int | None, edge: int | None = None) -> str:
     if chosen is not None and r is chosen:
+        if (objective is Objective.THROUGHPUT and best is not None and r.steps_per_s is not None
+                and r.steps_per_s < best):
+            return "recommended (throughput: ties with the fastest, smallest for headroom)"
         return f"recommended ({objective})"
+    if chosen is not None and r.num_envs == chosen.num_envs and r.status is Status.OK:
+        return f"same size as the recommended row ({r.purpose})"
     if r.status is Status.CRASH and r.error_type:
         return f"crashed ({r.error_type})"
     if r.status is not Status.OK:
@@ -82,6 +134,9 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
         if peak > limit:
             share = f"{peak / budget:.0%} of budget" if budget else "over the limit"
             return f"over headroom ({share})"
+    if edge is not None and r.num_envs >= edge:
+        return (f"fit once, but a run at {edge} envs failed" if r.num_envs > edge
+                else "fit once, failed on another run")
     if best and chosen is not None:
         gap = 1 - (r.steps_per_s / best)
         if objective is Objective.MAX_ENVS:
@@ -89,7 +144,8 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
         if objective is Objective.KNEE and gap <= KNEE_TOLERANCE:
             return "larger than the knee"
         if gap <= 0:
-            return "ties, more envs"
+            return ("fastest median, but within noise of the smaller recommended size"
+                    if chosen.num_envs < r.num_envs else "ties, more envs")
         if (r.steps_per_s_max is not None and chosen.steps_per_s_min is not None
                 and r.steps_per_s_max >= chosen.steps_per_s_min):
             # Its fastest interval beat the chosen row's slowest: the medians differ, the

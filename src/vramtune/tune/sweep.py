@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +24,7 @@ from vramtune.measure.overhead import measure_overhead_bytes
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest
 from vramtune.measure.wire import TrialStarted
-from vramtune.records import TrialResult
+from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import (
     Run,
     RunHeader,
@@ -35,7 +35,7 @@ from vramtune.results.store import (
     trial_key,
 )
 from vramtune.tune.planner import Phase, SearchSpace, Step, doubling_sizes, plan
-from vramtune.tune.recommend import Objective
+from vramtune.tune.recommend import Objective, choose
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
 
@@ -51,6 +51,9 @@ class SweepConfig:
     timeout_s: float | None = None
     compile_cache_dir: str | None = None
     device_count: int = 1
+    objective: Objective = Objective.THROUGHPUT
+    confirm: bool = True  # train the chosen config much longer before recommending it
+    confirm_steps: int | None = None  # None: CONFIRM_FACTOR x the trial's, at least MIN
 
     @property
     def limit_bytes(self) -> int | None:
@@ -114,6 +117,8 @@ class SweepOptions:
     timeout_s: float | None = None
     cache: bool = True
     standby: bool = True
+    confirm: bool = True
+    confirm_steps: int | None = None
 
 
 @dataclass
@@ -131,7 +136,8 @@ class PreparedSweep:
 
     def planned(self) -> int:
         """An honest upper estimate of the trials: the doubling ladder plus refinement."""
-        return len(doubling_sizes(self.config.space())) + self.config.refine
+        return (len(doubling_sizes(self.config.space())) + self.config.refine
+                + (1 if self.config.budget_bytes or self.config.confirm else 0))
 
 
 def _as_profile(profile: str | Path | Profile | None) -> Profile:
@@ -189,13 +195,20 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
         raise UserError(f"--start {start} is above --max-envs {max_envs}")
     nvml = nvml if nvml is not None else Nvml()
     overhead = measure_overhead_bytes(nvml) if budget_bytes and nvml.available else None
-    cap = plan_cap(budget_bytes, nvml, overhead)
+    if o.confirm_steps is not None and o.confirm_steps < 1:
+        raise UserError(f"--confirm-steps must be a positive integer, got {o.confirm_steps}")
     config = SweepConfig(prof, budget_bytes, headroom, start, max_envs, refine,
                          timeout_s=o.timeout_s,
-                         compile_cache_dir=str(default_cache_dir() / "jax") if o.cache else None)
+                         compile_cache_dir=str(default_cache_dir() / "jax") if o.cache else None,
+                         objective=objective, confirm=o.confirm, confirm_steps=o.confirm_steps)
+    # Trials run under budget x (1 - headroom): an ok trial has then proven the headroom
+    # whatever its peak's jitter, and on CPU the cap counts the data segment, which runs
+    # above RSS, so a peak compared with a line after the fact proved nothing.
+    cap = plan_cap(config.limit_bytes, nvml, overhead)
     header = make_header(config, nvml, cap.description,
                          {"start": start, "max_envs": max_envs, "refine": refine,
-                          "objective": str(objective)})
+                          "objective": str(objective), "confirm": o.confirm,
+                          "confirm_steps": o.confirm_steps})
     state = SweepState()
     warnings: list[str] = []
     if previous is not None:
@@ -215,6 +228,50 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     return PreparedSweep(config, objective, header, run_dir, state, executor, nvml, warnings)
 
 
+CONFIRM_FACTOR = 10  # a confirming run trains 10x a trial's training steps...
+MIN_CONFIRM_STEPS = 100  # ...and at least as long as the fidelity benchmark's user runs
+
+
+def confirm_steps(config: SweepConfig, chosen: TrialResult) -> int:
+    if config.confirm_steps is not None:
+        return config.confirm_steps
+    return max(MIN_CONFIRM_STEPS, CONFIRM_FACTOR * (chosen.training_steps or 0))
+
+
+def confirm_timeout_s(config: SweepConfig, chosen: TrialResult, steps: int) -> float:
+    """Three times the time the trial's own pace predicts, never below the trial limit."""
+    floor = config.timeout_s if config.timeout_s is not None else config.profile.timeout_s
+    if not chosen.wall_s or not chosen.training_steps:
+        return floor * CONFIRM_FACTOR
+    compile_s = chosen.compile_s or 0.0
+    per_step = max(chosen.wall_s - compile_s, 0.0) / chosen.training_steps
+    return max(floor, 3 * (compile_s + per_step * steps))
+
+
+def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | None:
+    """After the search: prove the chosen size, or None when it is proven.
+
+    A size counts as fitting only if it fits again. With confirmation on, the second run is
+    the long confirming one (the same cap, ``confirm_steps`` training steps, evaluation as
+    the profile has it); without it, a plain repeat. A failure moves the boundary below that
+    size (``recommend.choose``), and the next smaller fitting size is proven in turn.
+    """
+    rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective)
+    if rec.chosen is None:
+        return None
+    n = rec.chosen.num_envs
+    same = [r for r in results if r.num_envs == n]
+    if config.confirm:
+        if any(r.purpose is Purpose.CONFIRM for r in same):
+            return None
+        steps = confirm_steps(config, rec.chosen)
+        return Step(Phase.CONFIRMING, n, f"confirming {n} envs: {steps} training steps, "
+                                         f"evaluation as in training")
+    if sum(1 for r in same if r.status is Status.OK) >= 2:
+        return None
+    return Step(Phase.REPEATING, n, f"repeating {n} envs: a size fits only if it fits again")
+
+
 def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: SweepState,
               on_event: EventCallback | None = None,
               on_trial: Callable[[Step, TrialResult], None] | None = None) -> SweepState:
@@ -223,16 +280,29 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
     space = config.space()
     try:
         while True:
-            step = plan(state.results, space)
+            searched = [r for r in state.results if r.purpose is Purpose.SEARCH]
+            step = plan(searched, space)
+            purpose, steps, timeout_s = Purpose.SEARCH, None, config.timeout_s
             if step.phase is Phase.DONE or step.num_envs is None:
-                state.final_step = step
-                return state
+                proof = edge_step(config, state.results)
+                if proof is None or proof.num_envs is None:
+                    state.final_step = step
+                    return state
+                step = proof
+                if step.phase is Phase.CONFIRMING:
+                    chosen = max((r for r in state.results if r.num_envs == step.num_envs
+                                  and r.status is Status.OK), key=lambda r: r.training_steps or 0)
+                    purpose, steps = Purpose.CONFIRM, confirm_steps(config, chosen)
+                    timeout_s = confirm_timeout_s(config, chosen, steps)
+                else:
+                    purpose = Purpose.REPEAT
             if on_event:
                 on_event(TrialStarted(len(state.results) + 1, step.num_envs, str(step.phase),
                                       step.reason))
             request = TrialRequest(config.profile, step.num_envs, budget_bytes=config.budget_bytes,
-                                   timeout_s=config.timeout_s,
-                                   compile_cache_dir=config.compile_cache_dir)
+                                   timeout_s=timeout_s, compile_cache_dir=config.compile_cache_dir,
+                                   purpose=purpose, training_steps=steps,
+                                   cap_bytes=config.limit_bytes)
             result = executor.run(request, on_event)
             append_result(run_dir, result)  # fsynced before anything else can go wrong
             state.results.append(result)
@@ -251,6 +321,9 @@ def summary(state: SweepState, recommendation: Any, run_dir: Path) -> dict[str, 
         "stopped_because": state.final_step.reason if state.final_step else "interrupted",
         "trials": len(state.results), "reused": state.reused,
         "recommended": chosen.to_dict() if chosen else None,
+        "confirmed": (recommendation.confirmation.to_dict() if recommendation.confirmation
+                      else None),
+        "confirmed_line": recommendation.confirmed_line,
         "notice": recommendation.notice,
         "reasons": {str(k): v for k, v in recommendation.reasons.items()},
         "results": [r.to_dict() for r in state.results],

@@ -60,5 +60,34 @@ def test_overlapping_ranges_are_called_noise_not_slower():
                       backend="cpu", steps_per_s=50_000, steps_per_s_min=45_000,
                       steps_per_s_max=55_000, host_peak_rss_bytes=GB)
     rec = choose([best, close, far], None, 0.1)
-    assert rec.reasons[256] == "3% below best, within noise (ranges overlap)"
+    # 256's range overlaps the fastest's: a tie, and the smaller size leaves more headroom.
+    assert rec.chosen is close
+    assert rec.reasons[256].startswith("recommended (throughput: ties with the fastest")
+    assert rec.reasons[512].startswith("fastest median, but within noise")
     assert rec.reasons[128] == "slower (50% below best)"
+
+
+def test_a_tie_that_is_not_the_fastest_range_is_not_taken():
+    best = r(512, 100_000, 1.0)
+    best = TrialResult(**{**best.__dict__, "steps_per_s_min": 98_000, "steps_per_s_max": 102_000})
+    slow = TrialResult(**{**r(256, 80_000, 1.0).__dict__, "steps_per_s_min": 70_000,
+                          "steps_per_s_max": 90_000})
+    assert choose([best, slow], None, 0.1).chosen is best
+
+
+def test_a_failure_on_repeat_moves_the_boundary_below_that_size():
+    from vramtune.records import Purpose
+
+    rows = [r(256, 90_000, 1.0), r(512, 100_000, 1.1), r(1024, 110_000, 1.2),
+            r(1024, None, None, Status.OOM), r(2048, None, None, Status.OOM)]
+    rows[3] = TrialResult(**{**rows[3].__dict__, "purpose": Purpose.CONFIRM})
+    rec = choose(rows, 2 * GB, 0.1)
+    assert rec.chosen is not None and rec.chosen.num_envs == 512
+    assert rec.reasons[1024] == "fit once, failed on another run"
+
+
+def test_a_larger_size_that_fit_once_is_past_a_smaller_failure():
+    rows = [r(256, 90_000, 1.0), r(512, None, None, Status.OOM), r(768, 120_000, 1.2)]
+    rec = choose(rows, 2 * GB, 0.1)
+    assert rec.chosen is not None and rec.chosen.num_envs == 256
+    assert rec.reasons[768] == "fit once, but a run at 512 envs failed"

@@ -1,0 +1,55 @@
+"""`vramtune verify CONFIG.yaml --gpu-mem 8GB`: train a config long, under the capped budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from vramtune import api
+from vramtune.cli.common import BUDGET_HELP, console, err_console, print_json
+from vramtune.cli.trial_cmd import render_trial
+from vramtune.measure.wire import Event, Phase
+from vramtune.records import Status
+from vramtune.units import format_bytes
+
+
+def verify(
+    config: Annotated[Path, typer.Argument(help="A config vramtune emitted, or your own YAML "
+                                                "(any layout `check` reads).")],
+    gpu_mem: Annotated[str, typer.Option("--gpu-mem", help=BUDGET_HELP)],
+    profile: Annotated[str | None, typer.Option(
+        help="The workload the config trains (built-in name or profile YAML); default: the "
+             "profile named in a file vramtune emitted.")] = None,
+    steps: Annotated[int, typer.Option(help="Training steps to run (evaluation as the config "
+                                            "has it).")] = 100,
+    headroom: Annotated[str, typer.Option(help="Cap the run at the budget minus this, as the "
+                                               "sweep does.")] = "10%",
+    timeout: Annotated[float | None, typer.Option(help="Time limit in seconds (default: 10x "
+                                                      "the profile's trial limit).")] = None,
+    cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the record as JSON.")] = False,
+) -> None:
+    """Train CONFIG's settings much longer than a trial, under the same cap; exit 0 if it fit."""
+
+    def show(event: Event) -> None:
+        if not json_out and isinstance(event, Phase):
+            err_console.print(f"[dim]  {escape(event.phase)}…[/dim]")
+
+    result = api.verify(config, gpu_mem=gpu_mem, profile=profile, headroom=headroom,
+                        steps=steps, timeout_s=timeout, cache=cache, on_event=show)
+    if json_out:
+        print_json(result.to_dict())
+    else:
+        console.print(render_trial(result))
+        if result.status is Status.OK:
+            peak = result.cap_figure_bytes or result.peak_bytes
+            console.print(f"[bold green]verified:[/] {escape(str(config))} trained "
+                          f"{result.training_steps} training steps under {escape(result.cap or '')}"
+                          f", peak {format_bytes(peak)} {result.memory_label}")
+        else:
+            last = (result.error_message or "").strip().splitlines()[-1:] or [""]
+            console.print(f"[bold red]not verified:[/] {result.status}: {escape(last[0])}")
+    raise typer.Exit(0 if result.status is Status.OK else 1)
