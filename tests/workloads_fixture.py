@@ -24,3 +24,34 @@ def make_broken_env(**_kwargs: Any) -> Any:
 
 
 NOT_CALLABLE = 42
+
+
+_LEAKED: list[bytes] = []
+
+
+def make_leaking_env(leak_bytes_per_env_step: int = 0, backend: str = "generalized") -> Any:
+    """brax's `fast` env whose step leaks host memory through a JAX callback, as a user's env
+    that logs every step into a Python list does. Memory grows with env steps taken, so with
+    training length and with num_envs: a short trial does not reach the cap, a run ten times
+    longer does. Real memory in the trial child under its real RLIMIT_DATA; nothing faked."""
+    import jax
+    import numpy as np
+    from brax import envs
+
+    base = envs.get_environment("fast", backend=backend)
+
+    def leak(x: Any) -> Any:
+        batch = int(np.prod(x.shape[:-1])) if x.ndim > 1 else 1
+        _LEAKED.append(bytes(leak_bytes_per_env_step * batch))
+        return np.asarray(x)
+
+    class Leaking(type(base)):  # type: ignore[misc]
+        def step(self, state: Any, action: Any) -> Any:
+            state = super().step(state, action)
+            obs = jax.pure_callback(leak, jax.ShapeDtypeStruct(state.obs.shape, state.obs.dtype),
+                                    state.obs, vmap_method="broadcast_all")
+            return state.replace(obs=obs)
+
+    leaking = Leaking.__new__(Leaking)
+    leaking.__dict__.update(base.__dict__)
+    return leaking

@@ -162,7 +162,7 @@ def _factory(env: str, **env_kwargs: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(("data", "error_type", "message", "where"), [
     # the module cannot be imported: where = the import in vramtune's loader
     (_factory("tests.no_such_module:make"), "ModuleNotFoundError",
-     "No module named 'tests.no_such_module'", "workloads.py"),
+     "No module named 'tests.no_such_module'", "vramtune/workload/"),
     # the user's module fails while importing: where = the failing line of that module
     (_factory("tests.workloads_broken_fixture:make_env"), "ModuleNotFoundError",
      "No module named 'vramtune_no_such_dependency'", f"{BROKEN_FIXTURE}:"),
@@ -170,14 +170,14 @@ def _factory(env: str, **env_kwargs: Any) -> dict[str, Any]:
     (_factory("tests.workloads_fixture:make_broken_env"), "RuntimeError",
      "asset robot.xml not found", f"{FIXTURE}:"),
     (_factory("tests.workloads_fixture:no_such_factory"), "AttributeError",
-     "has no attribute 'no_such_factory'", "workloads.py"),
+     "has no attribute 'no_such_factory'", "vramtune/workload/"),
     (_factory("tests.workloads_fixture:NOT_CALLABLE"), "TypeError",
-     "not a callable factory", "workloads.py"),
+     "not a callable factory", "vramtune/workload/"),
     # env_kwargs reach the factory (this one rejects them)
     (_factory("tests.workloads_fixture:make_fast_env", obs_noise=0.5), "ValueError",
      "env_kwargs did reach the factory", f"{FIXTURE}:"),
     (_quick(name="nope", env="brax:no_such_env"), "ValueError",
-     "unknown brax env 'no_such_env'; available: ant", "workloads.py"),
+     "unknown brax env 'no_such_env'; available: ant", "vramtune/workload/"),
 ])
 def test_broken_environment_is_an_error_record_not_a_crash(data, error_type, message, where):
     result, _ = _trial(data)

@@ -19,7 +19,7 @@ from vramtune.cli.common import BUDGET_HELP, console, err_console, print_json
 from vramtune.cli.tables import comparison_table
 from vramtune.errors import UserError
 from vramtune.measure.wire import Event, Phase, Sample, TrialStarted
-from vramtune.records import Status, TrialResult
+from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune.recommend import Objective
 from vramtune.tune.sweep import PreparedSweep, summary
 from vramtune.units import budget_label, format_bytes
@@ -87,9 +87,15 @@ class _Progress:
     def trial_done(self, result: TrialResult) -> None:
         if self.quiet:
             return
-        line = escape(f"  num_envs={result.num_envs}: {result.status}, "
-                f"{fmt.rate(result.steps_per_s)} steps/s, peak {format_bytes(result.peak_bytes)} "
-                f"{result.memory_label}, {fmt.seconds(result.wall_s)}")
+        capped = ""
+        if result.cap_bytes is not None:
+            what = "pool" if result.is_gpu else "data segment"
+            capped = (f"; {what} {format_bytes(result.cap_figure_bytes)} of the "
+                      f"{format_bytes(result.cap_bytes)} cap")
+        purpose = "" if result.purpose is Purpose.SEARCH else f" [{result.purpose}]"
+        line = escape(f"  num_envs={result.num_envs}{purpose}: {result.status}, "
+                      f"{fmt.rate(result.steps_per_s)} steps/s, peak {format_bytes(result.peak_bytes)} "
+                      f"{result.memory_label}{capped}, {fmt.seconds(result.wall_s)}")
         if self.live:
             self.live.console.print(line)
         else:

@@ -19,7 +19,7 @@ from vramtune.units import format_bytes
 def verify(
     config: Annotated[Path, typer.Argument(help="A config vramtune emitted, or your own YAML "
                                                 "(any layout `check` reads).")],
-    gpu_mem: Annotated[str, typer.Option("--gpu-mem", help=BUDGET_HELP)],
+    gpu_mem: Annotated[str | None, typer.Option("--gpu-mem", help=BUDGET_HELP)] = None,
     profile: Annotated[str | None, typer.Option(
         help="The workload the config trains (built-in name or profile YAML); default: the "
              "profile named in a file vramtune emitted.")] = None,

@@ -1,0 +1,121 @@
+"""Issue 10 on real trials: capped headroom, repeats, a long confirming run, verify.
+
+Every run here is a real sweep or trial of brax PPO on the CPU backend under a real
+RLIMIT_DATA; the confirmation that fails does so because the workload's memory really grows
+past the cap after the trial window (tests.workloads_fixture:make_leaking_env).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import run_cli
+from vramtune.records import Purpose, Status, TrialResult
+from vramtune.results.store import load_run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sweep(tmp_path: Path, *args: str) -> tuple[dict, list[TrialResult]]:
+    run_dir = tmp_path / "run"
+    proc = run_cli("sweep", "--out", str(run_dir), "--json", *args, timeout=1500)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout), list(load_run(run_dir).results)
+
+
+def test_the_pick_is_confirmed_by_a_long_run_under_the_same_cap(tmp_path):
+    summary, results = _sweep(tmp_path, "--profile", "quick", "--gpu-mem", "3GB", "--start", "64",
+                              "--max-envs", "128", "--confirm-steps", "20")
+    chosen = summary["recommended"]
+    assert chosen is not None and summary["confirmed"] is not None
+    confirm = [r for r in results if r.purpose is Purpose.CONFIRM]
+    assert len(confirm) == 1 and confirm[0].status is Status.OK
+    assert confirm[0].num_envs == chosen["num_envs"] and confirm[0].training_steps >= 20
+    # Every trial ran under budget x (1 - headroom), so ok itself proved the headroom.
+    assert {r.cap for r in results} == {f"RLIMIT_DATA={int(3e9 * 0.9)}"}
+    assert all(r.cap_bytes == int(3e9 * 0.9) and r.budget_bytes == int(3e9) for r in results)
+    # The trial trained as the user does: evaluation on, memory steady, the capped figure kept.
+    searched = [r for r in results if r.purpose is Purpose.SEARCH]
+    assert all(r.evals and r.evals >= 1 and r.training_steps >= 10 for r in searched)
+    assert all(r.host_peak_data_bytes and r.host_peak_data_bytes > r.host_peak_rss_bytes * 0.8
+               for r in searched)
+    assert summary["confirmed_line"].startswith("confirmed: ")
+
+
+def test_without_confirmation_the_chosen_size_is_repeated(tmp_path):
+    summary, results = _sweep(tmp_path, "--profile", "quick", "--gpu-mem", "3GB", "--start", "64",
+                              "--max-envs", "128", "--no-confirm")
+    n = summary["recommended"]["num_envs"]
+    runs = [r for r in results if r.num_envs == n]
+    assert len(runs) == 2 and all(r.status is Status.OK for r in runs)
+    assert [r.purpose for r in runs] == [Purpose.SEARCH, Purpose.REPEAT]
+    assert summary["confirmed"] is None
+
+
+def _leaky_profile(tmp_path: Path, leak: int) -> Path:
+    quick = yaml.safe_load((ROOT / "src/vramtune/profiles/quick.yaml").read_text())
+    quick.update(name="leaky", env="tests.workloads_fixture:make_leaking_env",
+                 env_kwargs={"leak_bytes_per_env_step": leak})
+    quick.pop("backend", None)
+    path = tmp_path / "leaky.yaml"
+    path.write_text(yaml.safe_dump(quick))
+    return path
+
+
+@pytest.mark.slow
+def test_a_confirmation_that_fails_steps_down_to_a_smaller_size(tmp_path):
+    # Leaks ~leak bytes per env per env step: the short trials at 128 and 256 envs fit the
+    # cap, the long run at 256 envs outgrows it and dies of a real OOM, the long run at 128
+    # (half the leak per step) fits, and that is what is recommended.
+    profile = _leaky_profile(tmp_path, 64)
+    summary, results = _sweep(tmp_path, "--profile", str(profile), "--gpu-mem", "1.4GB",
+                              "--start", "128", "--max-envs", "256", "--objective", "max-envs",
+                              "--confirm-steps", "80")
+    confirm = {r.num_envs: r for r in results if r.purpose is Purpose.CONFIRM}
+    assert confirm[256].status is Status.OOM, confirm[256].error_message
+    assert confirm[128].status is Status.OK
+    assert summary["recommended"]["num_envs"] == 128 and summary["confirmed"]["num_envs"] == 128
+    assert summary["reasons"]["256"] == "fit once, failed on another run"
+
+
+def test_verify_a_user_style_file_against_a_profile(tmp_path):
+    config = tmp_path / "train.yaml"
+    config.write_text("experiment:\n  ppo:\n    num_envs: 64\n    batch_size: 64\n"
+                      "    num_minibatches: 4\n    unroll_length: 10\n")
+    proc = run_cli("verify", str(config), "--profile", "quick", "--gpu-mem", "3GB", "--steps", "12",
+                   "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["status"] == "ok" and record["purpose"] == "confirm"
+    assert record["training_steps"] >= 12 and record["num_envs"] == 64
+    assert record["cap"] == f"RLIMIT_DATA={int(3e9 * 0.9)}"
+
+
+def test_verify_an_emitted_file_finds_its_profile(tmp_path):
+    _, _ = _sweep(tmp_path, "--profile", "quick", "--gpu-mem", "3GB", "--start", "64",
+                  "--max-envs", "64", "--confirm-steps", "12")
+    out = tmp_path / "tuned.yaml"
+    emitted = run_cli("emit-config", str(tmp_path / "run"), "--gpu-mem", "3GB", "-o", str(out))
+    assert emitted.returncode == 0, emitted.stderr
+    data = yaml.safe_load(out.read_text())
+    assert "run_evals" not in data["ppo"], "a measurement-only setting leaked into the config"
+    proc = run_cli("verify", str(out), "--gpu-mem", "3GB", "--steps", "12", timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert "verified:" in proc.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["--gpu-mem", "3GB"],  # a user's file without --profile: which workload?
+    ["--gpu-mem", "3GB", "--steps", "0"],
+    ["--profile", "quick"],  # no budget
+])
+def test_verify_bad_input_is_one_line(tmp_path, args):
+    config = tmp_path / "train.yaml"
+    config.write_text("num_envs: 64\nbatch_size: 64\nnum_minibatches: 4\n")
+    proc = run_cli("verify", str(config), *args, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1, proc.stderr
