@@ -4,6 +4,7 @@ protocol. The executor holds the cap for the whole sweep and must be closed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from vramtune.measure.cap import Cap, plan_cap
@@ -21,8 +22,15 @@ class Executor(Protocol):
     """
 
     cap: Cap
+    parallel: int  # trials it can run at once; the planner proposes batches of this size
 
     def run(self, request: TrialRequest, on_event: EventCallback | None = None) -> TrialResult:
+        ...
+
+    def run_batch(self, requests: Sequence[TrialRequest],
+                  on_event: EventCallback | None = None) -> Iterator[TrialResult]:
+        """Run every request, yielding each result as it finishes (any order); the caller
+        appends each to the run's file at once, so a later failure loses none of them."""
         ...
 
     def close(self) -> None:
@@ -41,6 +49,7 @@ class LocalExecutor:
     def __init__(self, cap: Cap | None = None, nvml: Nvml | None = None, *,
                  overhead_bytes: int | None = None, standby: bool = True) -> None:
         self.cap = cap if cap is not None else plan_cap(None, nvml, overhead_bytes)
+        self.parallel = 1
         self.nvml = nvml
         self.overhead_bytes = overhead_bytes
         self.use_standby = standby
@@ -75,6 +84,12 @@ class LocalExecutor:
         finally:
             if self._standby is not None:
                 self._standby.resume()
+
+    def run_batch(self, requests: Sequence[TrialRequest],
+                  on_event: EventCallback | None = None) -> Iterator[TrialResult]:
+        """One after another: one GPU, one honest peak, one honest steps/s."""
+        for request in requests:
+            yield self.run(request, on_event)
 
     def close(self) -> None:
         """Kill the standby, if any: call when no further trial will come."""

@@ -272,43 +272,64 @@ def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | Non
     return Step(Phase.REPEATING, n, f"repeating {n} envs: a size fits only if it fits again")
 
 
+def next_steps(config: SweepConfig, results: Sequence[TrialResult], space: SearchSpace,
+               parallel: int = 1) -> list[Step]:
+    """The trials of the next round: the search's, or once it is done, the proof of its pick.
+
+    ``parallel`` is how many trials the executor runs at once; the search proposes one per
+    round today (a batch planner can propose up to ``parallel``). Empty: the sweep is done.
+    """
+    searched = [r for r in results if r.purpose is Purpose.SEARCH]
+    step = plan(searched, space)
+    if step.phase is not Phase.DONE and step.num_envs is not None:
+        return [step]
+    proof = edge_step(config, results)
+    return [proof] if proof is not None and proof.num_envs is not None else []
+
+
+def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Step) -> TrialRequest:
+    """The request for a planned step: a search trial, a repeat, or the long confirming run."""
+    assert step.num_envs is not None
+    purpose, steps, timeout_s = Purpose.SEARCH, None, config.timeout_s
+    if step.phase is Phase.CONFIRMING:
+        chosen = max((r for r in results if r.num_envs == step.num_envs
+                      and r.status is Status.OK), key=lambda r: r.training_steps or 0)
+        purpose, steps = Purpose.CONFIRM, confirm_steps(config, chosen)
+        timeout_s = confirm_timeout_s(config, chosen, steps)
+    elif step.phase is Phase.REPEATING:
+        purpose = Purpose.REPEAT
+    return TrialRequest(config.profile, step.num_envs, budget_bytes=config.budget_bytes,
+                        timeout_s=timeout_s, compile_cache_dir=config.compile_cache_dir,
+                        purpose=purpose, training_steps=steps, cap_bytes=config.limit_bytes)
+
+
 def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: SweepState,
               on_event: EventCallback | None = None,
               on_trial: Callable[[Step, TrialResult], None] | None = None) -> SweepState:
-    """Plan, run, append, repeat until the planner is done. Resumed trials are not re-run."""
+    """Plan a round, run it, append each result as it finishes, until nothing is left to
+    run. Resumed trials are not re-run."""
     started = time.perf_counter()
     space = config.space()
     try:
         while True:
-            searched = [r for r in state.results if r.purpose is Purpose.SEARCH]
-            step = plan(searched, space)
-            purpose, steps, timeout_s = Purpose.SEARCH, None, config.timeout_s
-            if step.phase is Phase.DONE or step.num_envs is None:
-                proof = edge_step(config, state.results)
-                if proof is None or proof.num_envs is None:
-                    state.final_step = step
-                    return state
-                step = proof
-                if step.phase is Phase.CONFIRMING:
-                    chosen = max((r for r in state.results if r.num_envs == step.num_envs
-                                  and r.status is Status.OK), key=lambda r: r.training_steps or 0)
-                    purpose, steps = Purpose.CONFIRM, confirm_steps(config, chosen)
-                    timeout_s = confirm_timeout_s(config, chosen, steps)
-                else:
-                    purpose = Purpose.REPEAT
-            if on_event:
-                on_event(TrialStarted(len(state.results) + 1, step.num_envs, str(step.phase),
-                                      step.reason))
-            request = TrialRequest(config.profile, step.num_envs, budget_bytes=config.budget_bytes,
-                                   timeout_s=timeout_s, compile_cache_dir=config.compile_cache_dir,
-                                   purpose=purpose, training_steps=steps,
-                                   cap_bytes=config.limit_bytes)
-            result = executor.run(request, on_event)
-            append_result(run_dir, result)  # fsynced before anything else can go wrong
-            state.results.append(result)
-            state.trial_wall_s += result.wall_s or 0.0
-            if on_trial:
-                on_trial(step, result)
+            steps = next_steps(config, state.results, space, executor.parallel)
+            if not steps:
+                state.final_step = plan([r for r in state.results
+                                         if r.purpose is Purpose.SEARCH], space)
+                return state
+            requests = []
+            for step in steps:
+                index = len(state.results) + len(requests) + 1
+                if on_event:
+                    on_event(TrialStarted(index, step.num_envs, str(step.phase), step.reason))
+                requests.append(trial_request(config, state.results, step))
+            by_size = {(r.num_envs, r.purpose): s for r, s in zip(requests, steps, strict=True)}
+            for result in executor.run_batch(requests, on_event):
+                append_result(run_dir, result)  # fsynced before anything else can go wrong
+                state.results.append(result)
+                state.trial_wall_s += result.wall_s or 0.0
+                if on_trial:
+                    on_trial(by_size[(result.num_envs, result.purpose)], result)
     finally:
         executor.close()  # no standby process may outlive the sweep, however it ends
         state.sweep_wall_s += time.perf_counter() - started
