@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vramtune.records import TrialResult
+from vramtune.records import HOST_RAM, TrialResult
 from vramtune.units import NA, format_bytes
 
 
@@ -20,7 +20,7 @@ def percent(value: float | None) -> str:
 
 def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
     """(label, value) pairs for one trial, memory labelled by what it is a peak of."""
-    host = "host RAM"
+    host = HOST_RAM  # host figures are host RAM on any backend
     rows = [
         ("status", str(r.status)),
         ("profile", f"{r.profile} ({r.profile_hash})"),

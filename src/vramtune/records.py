@@ -7,6 +7,7 @@ column would claim the workload used no memory.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -28,6 +29,21 @@ class Status(StrEnum):
 
 
 FAILED_BY_MEMORY = frozenset({Status.OOM})
+
+GPU_BACKENDS = frozenset({"gpu", "cuda", "rocm"})
+VRAM = "VRAM"
+HOST_RAM = "host RAM"
+
+
+def memory_kind(on_gpu: bool) -> str:
+    """What a peak is a peak of, in the one spelling every view uses: never call host
+    memory VRAM (on the CPU backend every figure is the process's host RAM)."""
+    return VRAM if on_gpu else HOST_RAM
+
+
+def any_gpu(results: Iterable[TrialResult]) -> bool:
+    """Whether a run (or any set of trials) measured a GPU: then its peaks are VRAM."""
+    return any(r.is_gpu for r in results)
 
 
 class Purpose(StrEnum):
@@ -92,23 +108,31 @@ class TrialResult:
 
     @property
     def is_gpu(self) -> bool:
-        return self.backend in ("gpu", "cuda", "rocm")
+        return self.backend in GPU_BACKENDS
 
     @property
     def memory_label(self) -> str:
         """What the peak is a peak of: never call host memory VRAM."""
-        return "VRAM" if self.is_gpu else "host RAM"
+        return memory_kind(self.is_gpu)
+
+    @property
+    def process_peak_bytes(self) -> int | None:
+        """What the process took from the device: NVML per process, else the allocator
+        pool. GPU only (None on CPU, where the host figures say it)."""
+        if not self.is_gpu:
+            return None
+        if self.nvml_process_peak_bytes is not None:
+            return self.nvml_process_peak_bytes
+        return self.jax_peak_pool_bytes
 
     @property
     def peak_bytes(self) -> int | None:
         """The peak to hold against the budget: what the process took from the device
-        (NVML per-process, else the allocator pool) on GPU; exact peak RSS on CPU."""
+        (NVML per-process, else the allocator pool, else the live peak) on GPU; exact peak
+        RSS on CPU."""
         if self.is_gpu:
-            for value in (self.nvml_process_peak_bytes, self.jax_peak_pool_bytes,
-                          self.jax_peak_bytes_in_use):
-                if value is not None:
-                    return value
-            return None
+            process = self.process_peak_bytes
+            return process if process is not None else self.jax_peak_bytes_in_use
         return self.host_peak_rss_bytes if self.host_peak_rss_bytes is not None else \
             self.host_tree_rss_peak_bytes
 

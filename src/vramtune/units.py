@@ -102,3 +102,9 @@ def both_units(nbytes: int | None) -> str:
     if nbytes is None:
         return NA
     return f"{format_bytes(nbytes, binary=False)} ({format_bytes(nbytes)})"
+
+
+def headroom_limit_bytes(budget_bytes: int | None, headroom_fraction: float) -> int | None:
+    """The line a measured peak must stay under: budget x (1 - headroom); None without a
+    budget (then only real failures count)."""
+    return int(budget_bytes * (1 - headroom_fraction)) if budget_bytes else None

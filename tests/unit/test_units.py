@@ -1,7 +1,7 @@
 import pytest
 
 from vramtune.errors import UserError
-from vramtune.units import format_bytes, parse_percent, parse_size, parse_sizes
+from vramtune.units import format_bytes, headroom_limit_bytes, parse_percent, parse_size, parse_sizes
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -43,3 +43,8 @@ def test_format_bytes_never_prints_zero_for_unknown():
     assert format_bytes(None) == "n/a"
     assert format_bytes(1536 * 2**20) == "1.50 GiB"
     assert format_bytes(999) == "999 B"
+
+
+def test_headroom_limit_is_budget_minus_headroom_or_none():
+    assert headroom_limit_bytes(1_000_000_000, 0.1) == 900_000_000
+    assert headroom_limit_bytes(None, 0.1) is None

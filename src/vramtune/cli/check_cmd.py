@@ -8,7 +8,7 @@ import typer
 
 from vramtune.cli.common import console, print_json
 from vramtune.workload.configfile import Diagnosis, PolicyOptions, describe_fix, diagnose, load_config
-from vramtune.workload.rules import BatchShape, ScalingPolicy
+from vramtune.workload.rules import BRAX_DEFAULTS, BatchShape, ScalingPolicy
 
 
 def _as_dict(d: Diagnosis) -> dict:
@@ -40,7 +40,8 @@ def render(d: Diagnosis) -> list[str]:
     if c.defaults_used:
         names = " and ".join(c.defaults_used)
         lines.append(f"  note: {names} not in the file: ppo.train's defaults apply "
-                     f"(batch_size 32, num_minibatches 16)")
+                     f"(batch_size {BRAX_DEFAULTS['batch_size']}, "
+                     f"num_minibatches {BRAX_DEFAULTS['num_minibatches']})")
     lines += [f"  note: {note}" for note in c.notes]
     if d.valid:
         shape = c.shape

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtune.measure.wire import ChildReport, encode_event
+from vramtune.results.files import write_atomic
 
 
 def emit(**event: Any) -> None:
@@ -192,7 +193,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         kwargs.update(extra)
         kwargs.update(batch_size=batch_size, num_minibatches=num_minibatches)
         run_evals = bool(kwargs.get("run_evals", True))
-        unroll = int(kwargs.get("unroll_length", 10))
+        unroll = int(kwargs.get("unroll_length", profile.unroll_length))
         env_steps_per_training_step = (batch_size * num_minibatches * unroll
                                        * profile.action_repeat)
         fixed_steps = spec.get("training_steps")  # a confirming run: exactly this long
@@ -304,10 +305,7 @@ def main(argv: list[str]) -> int:
         _set_limit(spec.get("rlimit_data_bytes"))
         die_with_parent()
     report = ChildReport(**run(spec))  # an unknown field fails here, not in the parent
-    out = Path(spec["result_path"])
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(report.to_json())
-    os.replace(tmp, out)
+    write_atomic(spec["result_path"], report.to_json())
     sys.stdout.flush()
     # Skip interpreter teardown: XLA's destructors can take seconds and add nothing.
     os._exit(0 if report.status == "ok" else 3)

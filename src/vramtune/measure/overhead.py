@@ -16,6 +16,7 @@ import time
 from vramtune import machine
 from vramtune.machine import default_cache_dir
 from vramtune.measure.nvml import Nvml
+from vramtune.results.files import write_atomic
 
 _PROBE = ("import jax, jax.numpy as jnp, sys, time; x = (jnp.ones((256, 256)) @ jnp.ones((256, 256)))"
           ".block_until_ready(); print('ready', flush=True); sys.stdin.read()")
@@ -62,5 +63,5 @@ def measure_overhead_bytes(nvml: Nvml, timeout_s: float = 120.0) -> int | None:
     if peak is not None:  # a failed probe is retried next time, never remembered as "none"
         known[key] = peak
         cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(known, indent=1))
+        write_atomic(cache, json.dumps(known, indent=1))
     return peak

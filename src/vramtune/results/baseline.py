@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from vramtune.errors import UserError
-from vramtune.records import Status, TrialResult, utc_now
+from vramtune.records import HOST_RAM, Status, TrialResult, utc_now
+from vramtune.results.files import write_atomic
 
 BASELINE_KIND = "vramtune-bench-baseline"
 BASELINE_SCHEMA = 1
@@ -104,7 +105,7 @@ class SizeRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SizeRecord:
-        return cls(int(data["num_envs"]), str(data.get("memory_label", "host RAM")),
+        return cls(int(data["num_envs"]), str(data.get("memory_label", HOST_RAM)),
                    tuple(Sample(**s) for s in data["samples"]), data.get("batch_size"),
                    data.get("num_minibatches"), dict(data.get("versions") or {}),
                    data.get("measured"))
@@ -213,6 +214,4 @@ def save_baseline(path: str | Path, snapshot: Snapshot) -> None:
     """Write atomically: a CI job killed mid-write must not leave half a baseline."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(snapshot.to_dict(), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(snapshot.to_dict(), indent=2) + "\n")

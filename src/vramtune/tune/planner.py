@@ -92,7 +92,7 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
             return Step(Phase.DOUBLING, size, f"doubling: {size} envs")
         if result.status in (Status.ERROR, Status.INVALID):
             return Step(Phase.DONE, None, f"stopped: num_envs={size} ended in {result.status} "
-                                          f"({_first_line(result.error_message)}); that is not a "
+                                          f"({_last_line(result.error_message)}); that is not a "
                                           f"memory limit, fix the workload first")
         if failed(result, space.limit_bytes):
             first_fail = size
@@ -137,8 +137,10 @@ def _roundness(n: int) -> int:
     return (n & -n).bit_length()
 
 
-def _first_line(text: str | None) -> str:
-    return (text or "no message").strip().splitlines()[-1][:160] if text else "no message"
+def _last_line(text: str | None) -> str:
+    """The line that says why: an error message ends with the exception, after its context."""
+    lines = (text or "").strip().splitlines()
+    return lines[-1][:160] if lines else "no message"
 
 
 def _failure_words(result: TrialResult, limit_bytes: int | None) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from vramtune.records import Purpose, Status, TrialResult
-from vramtune.units import format_bytes
+from vramtune.units import format_bytes, headroom_limit_bytes
 
 KNEE_TOLERANCE = 0.05  # 'knee': smallest num_envs within 5% of the best steps/s
 
@@ -57,7 +57,7 @@ def fits(result: TrialResult, limit_bytes: int | None) -> bool:
 def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fraction: float,
            objective: Objective = Objective.THROUGHPUT) -> Recommendation:
     rows = sorted(results, key=lambda r: r.num_envs)
-    limit = int(budget_bytes * (1 - headroom_fraction)) if budget_bytes else None
+    limit = headroom_limit_bytes(budget_bytes, headroom_fraction)
     # A size fits only if every run of it fit: one failure (on repeat, or in the long
     # confirming run) moves the boundary below it, and memory grows with num_envs, so every
     # larger size is past the boundary too, whatever it did once.

@@ -36,7 +36,7 @@ from vramtune.results.store import (
 )
 from vramtune.tune.planner import Phase, SearchSpace, Step, doubling_sizes, plan
 from vramtune.tune.recommend import Objective, choose
-from vramtune.units import format_bytes
+from vramtune.units import format_bytes, headroom_limit_bytes
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
 
 
@@ -57,7 +57,7 @@ class SweepConfig:
 
     @property
     def limit_bytes(self) -> int | None:
-        return int(self.budget_bytes * (1 - self.headroom_fraction)) if self.budget_bytes else None
+        return headroom_limit_bytes(self.budget_bytes, self.headroom_fraction)
 
     def space(self) -> SearchSpace:
         return SearchSpace(start=self.start, max_envs=self.max_envs, refine=self.refine,

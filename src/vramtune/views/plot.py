@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtune.errors import UserError
-from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult
+from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult, any_gpu, memory_kind
 from vramtune.results.store import Run
 from vramtune.tune.recommend import Recommendation
 from vramtune.units import format_bytes
@@ -35,7 +35,7 @@ def _pyplot() -> Any:
 def _series(results: Sequence[TrialResult], gpu: bool) -> list[tuple[str, str, list[tuple[int, int]]]]:
     """(label, style, points) for each memory figure the run has; labels name the memory."""
     figures = [("jax_peak_bytes_in_use", "allocator live peak (VRAM)", "-o"),
-               ("_process", "process peak (VRAM: NVML / pool)", "-s"),
+               ("process_peak_bytes", "process peak (VRAM: NVML / pool)", "-s"),
                ("host_peak_rss_bytes", "host peak RSS (host RAM" + (", not VRAM)" if gpu else ")"),
                 ":^" if gpu else "-^")]
     out = []
@@ -44,12 +44,7 @@ def _series(results: Sequence[TrialResult], gpu: bool) -> list[tuple[str, str, l
         for r in results:
             if r.status is not Status.OK:
                 continue
-            if attr == "_process":
-                value = r.nvml_process_peak_bytes if r.nvml_process_peak_bytes is not None \
-                    else r.jax_peak_pool_bytes
-                value = value if r.is_gpu else None
-            else:
-                value = getattr(r, attr)
+            value = getattr(r, attr)
             if value is not None:
                 points.append((r.num_envs, value))
         if points:
@@ -67,8 +62,8 @@ def plot_run(run: Run, rec: Recommendation, path: str | Path, *, budget_bytes: i
     plt = _pyplot()
     path = Path(path)
     results = sorted(run.results, key=lambda r: r.num_envs)
-    gpu = any(r.is_gpu for r in results)
-    kind = "VRAM" if gpu else "host RAM"
+    gpu = any_gpu(results)
+    kind = memory_kind(gpu)
     series = _series(results, gpu)
     peaks = [v for _, _, pts in series for _, v in pts]
     peaks += [r.peak_bytes for r in results if r.peak_bytes is not None]

@@ -20,6 +20,7 @@ import yaml
 
 from vramtune.errors import UserError
 from vramtune.workload.rules import (
+    BRAX_DEFAULTS,
     BatchShape,
     ScalingPolicy,
     Violation,
@@ -28,10 +29,6 @@ from vramtune.workload.rules import (
     valid_batch_settings,
     violations,
 )
-
-# brax.training.agents.ppo.train's own defaults (brax 0.14.x): what ppo.train runs with when
-# a config leaves these out.
-BRAX_DEFAULTS = {"batch_size": 32, "num_minibatches": 16, "unroll_length": 10}
 
 # Accepted spellings, after normalising case, camelCase and dashes to snake_case.
 ALIASES: dict[str, tuple[str, ...]] = {

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from vramtune.errors import UserError
-from vramtune.workload.rules import BatchShape, ScalingPolicy, scale_batch
+from vramtune.workload.rules import BRAX_DEFAULTS, BatchShape, ScalingPolicy, scale_batch
 from vramtune.workload.sources import MANAGED_PPO_KEYS, check_profile_source
 
 
@@ -62,15 +62,15 @@ class Profile:
 
     @property
     def batch_size(self) -> int:
-        return int(self.ppo.get("batch_size", 32))
+        return int(self.ppo.get("batch_size", BRAX_DEFAULTS["batch_size"]))
 
     @property
     def num_minibatches(self) -> int:
-        return int(self.ppo.get("num_minibatches", 16))
+        return int(self.ppo.get("num_minibatches", BRAX_DEFAULTS["num_minibatches"]))
 
     @property
     def unroll_length(self) -> int:
-        return int(self.ppo.get("unroll_length", 10))
+        return int(self.ppo.get("unroll_length", BRAX_DEFAULTS["unroll_length"]))
 
     @property
     def base_shape(self) -> BatchShape:

@@ -12,6 +12,10 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+# brax.training.agents.ppo.train's own defaults (brax 0.14.x): what ppo.train runs with when
+# a config or profile leaves these out.
+BRAX_DEFAULTS = {"batch_size": 32, "num_minibatches": 16, "unroll_length": 10}
+
 
 class ScalingPolicy(StrEnum):
     """How batch settings follow num_envs once it outgrows the base config."""

@@ -7,8 +7,8 @@ import textwrap
 import pytest
 
 from vramtune.errors import UserError
-from vramtune.workload.configfile import BRAX_DEFAULTS, diagnose, load_config, normalise_key
-from vramtune.workload.rules import violations
+from vramtune.workload.configfile import diagnose, load_config, normalise_key
+from vramtune.workload.rules import BRAX_DEFAULTS, violations
 
 
 def write(tmp_path, text: str, name: str = "config.yaml"):
