@@ -11,10 +11,10 @@ from vramtune import machine
 from vramtune.cli.common import console, err_console
 from vramtune.errors import UserError
 from vramtune.results.store import RESULTS_FILE, load_run
-from vramtune.tune.budgets import CPU_NOTICE, Emission, Source, merge_runs, plan
+from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements, choose_for_budget, merge_runs
 from vramtune.tune.recommend import Objective
 from vramtune.units import SIZE_HELP, budget_label, parse_percent, parse_sizes
-from vramtune.views.configs import Format, hydra_overrides, markdown_table, output_name, render
+from vramtune.views.configs import ConfigFormat, hydra_overrides, markdown_table, output_name, render
 
 RUNS_DIR = Path("vramtune-runs")
 
@@ -40,7 +40,7 @@ def _say(text: str) -> None:
     err_console.print(text, markup=False, soft_wrap=True)
 
 
-def _targets(source: Source, emissions: list[Emission], fmt_: Format, output: Path | None
+def _targets(source: Measurements, emissions: list[Emission], fmt_: ConfigFormat, output: Path | None
              ) -> tuple[list[Path | None], Path | None]:
     """Where each budget's file goes, and the table (several budgets only).
 
@@ -76,10 +76,10 @@ def emit_config(
              "max-envs: most envs that fit.")] = Objective.THROUGHPUT,
     headroom: Annotated[str | None, typer.Option(
         help="Keep this share of the budget free (e.g. 10%). Default: the sweep's.")] = None,
-    format_: Annotated[Format, typer.Option("--format", help="brax: ppo.train kwargs; "
+    format_: Annotated[ConfigFormat, typer.Option("--format", help="brax: ppo.train kwargs; "
                                                             "playground: a ppo_params mapping; "
                                                             "hydra: a config plus an override "
-                                                            "line.")] = Format.BRAX,
+                                                            "line.")] = ConfigFormat.BRAX,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="One budget: the file (default: stdout). Several: a directory, "
                                "or NAME.yaml for NAME-<budget>.yaml + NAME.md.")] = None,
@@ -102,7 +102,7 @@ def emit_config(
         for warning in run.warnings:
             _say(f"warning: {warning}")
     source = merge_runs(runs)
-    emissions = [plan(source, b, objective, headroom_fraction) for b in budgets]
+    emissions = [choose_for_budget(source, b, objective, headroom_fraction) for b in budgets]
     files, table = _targets(source, emissions, format_, output)
     var = machine.mem_fraction_var()
     failed = False
@@ -129,7 +129,7 @@ def emit_config(
             continue
         _write(file, text)
         _say(f"wrote {file}")
-        if format_ is Format.HYDRA:
+        if format_ is ConfigFormat.HYDRA:
             typer.echo(f"{tag}{hydra_overrides(emission, hydra_prefix)}")
     if table is not None:
         written = [str(f.name) if f is not None and e.chosen is not None else None

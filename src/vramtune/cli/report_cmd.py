@@ -9,18 +9,19 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from vramtune.cli.common import console, err_console
-from vramtune.cli.tables import comparison_table
+from vramtune.cli.tables import compare_rich, sweep_rich
 from vramtune.results.store import Run, load_run
 from vramtune.tune.recommend import Objective, choose
 from vramtune.units import parse_percent
 from vramtune.views import runs as cmp
-from vramtune.views.sweep_table import comparison_rows, to_csv, to_json
+from vramtune.views.sweep_table import sweep_table
 
 
-class Format(StrEnum):
+class TableFormat(StrEnum):
+    """How a table is written: drawn for a terminal, or as Markdown / CSV / JSON."""
+
     TABLE = "table"
     MARKDOWN = "markdown"
     CSV = "csv"
@@ -46,7 +47,7 @@ def _default_objective(run: Run) -> Objective:
 def report(
     run_dir: Annotated[str, typer.Argument(help="A sweep's run directory (or its results.jsonl).",
                                            show_default=False)],
-    format: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.TABLE,
+    format: Annotated[TableFormat, typer.Option("--format", "-f", help="Output format.")] = TableFormat.TABLE,
     plot: Annotated[Path | None, typer.Option(help="Also write a PNG plot here (needs "
                                                    "vramtune[plot]).")] = None,
     headroom: Annotated[str | None, typer.Option(help="Override the sweep's headroom, e.g. 15%.")]
@@ -61,23 +62,23 @@ def report(
     headroom_fraction = h.headroom_fraction if headroom_fraction is None else headroom_fraction
     objective = objective or _default_objective(run)
     rec = choose(run.results, h.budget_bytes, headroom_fraction, objective)
-    rows = comparison_rows(run.results, rec, h.budget_bytes)
+    table = sweep_table(run.results, rec, h.budget_bytes)
     if plot is not None:
         from vramtune.views.plot import plot_run
 
         written = plot_run(run, rec, plot, budget_bytes=h.budget_bytes,
                            headroom_fraction=headroom_fraction)
-    if format is Format.CSV:
-        sys.stdout.write(to_csv(rows))
-    elif format is Format.JSON:
-        sys.stdout.write(to_json(rows))
-    elif format is Format.MARKDOWN:
-        sys.stdout.write(cmp.report_markdown(run, rec, rows, h.budget_bytes, headroom_fraction))
+    if format is TableFormat.CSV:
+        sys.stdout.write(table.to_csv())
+    elif format is TableFormat.JSON:
+        sys.stdout.write(table.to_json())
+    elif format is TableFormat.MARKDOWN:
+        sys.stdout.write(cmp.report_markdown(run, rec, table, h.budget_bytes, headroom_fraction))
     else:
         console.print(f"run: {escape(cmp.run_description(run))}")
         title = (f"{h.profile_name}: headroom {headroom_fraction:.0%}, objective {objective}")
-        if rows:
-            console.print(comparison_table(rows, gpu=cmp.run_is_gpu(run), title=title))
+        if len(table):
+            console.print(sweep_rich(table, title=title))
         else:
             console.print("no trials in this run yet")
         if run.results and not cmp.run_is_gpu(run):
@@ -89,40 +90,25 @@ def report(
         err_console.print(f"plot written to {written}")
 
 
-def _compare_table(a: Run, b: Run, rows: list[cmp.CompareRow]) -> Table:
-    table = Table(header_style="bold")
-    for i, title in enumerate(cmp.compare_titles(a, b)):
-        table.add_column(title, justify="left" if i in (1, 2) else "right", no_wrap=True)
-    for row in rows:
-        cells = [escape(c) for c in cmp.compare_cells(row)]
-        for i in (5, 8):
-            ratio = row.peak_ratio if i == 5 else row.steps_per_s_ratio
-            if ratio is not None and abs(ratio - 1) >= 0.05:
-                better = ratio < 1 if i == 5 else ratio > 1
-                cells[i] = f"[{'green' if better else 'red'}]{cells[i]}[/]"
-        table.add_row(*cells)
-    return table
-
-
 def compare(
     run_a: Annotated[str, typer.Argument(help="First run directory (A).", show_default=False)],
     run_b: Annotated[str, typer.Argument(help="Second run directory (B).", show_default=False)],
-    format: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.TABLE,
+    format: Annotated[TableFormat, typer.Option("--format", "-f", help="Output format.")] = TableFormat.TABLE,
 ) -> None:
     """Two saved sweeps side by side (two GPUs, two versions): peaks, steps/s, B/A ratios."""
     a, b = _load(run_a), _load(run_b)
-    rows = cmp.compare_rows(a, b)
-    if format is Format.CSV:
-        sys.stdout.write(cmp.compare_csv(rows))
+    table = cmp.compare_table(a, b)
+    if format is TableFormat.CSV:
+        sys.stdout.write(table.to_csv())
         for warning in cmp.compare_warnings(a, b):
             err_console.print(f"[yellow]warning:[/] {escape(warning)}")
-    elif format is Format.JSON:
-        sys.stdout.write(cmp.compare_json(a, b, rows))
-    elif format is Format.MARKDOWN:
-        sys.stdout.write(cmp.compare_markdown(a, b, rows))
+    elif format is TableFormat.JSON:
+        sys.stdout.write(cmp.compare_json(a, b, table))
+    elif format is TableFormat.MARKDOWN:
+        sys.stdout.write(cmp.compare_markdown(a, b, table))
     else:
         for line in cmp.run_header_lines(a, b):
             console.print(escape(line))
         for warning in cmp.compare_warnings(a, b):
             console.print(f"[bold yellow]warning:[/] {escape(warning)}")
-        console.print(_compare_table(a, b, rows))
+        console.print(compare_rich(table))

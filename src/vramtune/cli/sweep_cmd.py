@@ -16,15 +16,15 @@ from rich.text import Text
 
 from vramtune import api, fmt
 from vramtune.cli.common import BUDGET_HELP, console, err_console, print_json
-from vramtune.cli.tables import comparison_table
+from vramtune.cli.tables import sweep_rich
 from vramtune.errors import UserError
 from vramtune.measure.wire import Event, Phase, Sample, TrialStarted
-from vramtune.records import Purpose, Status, TrialResult
+from vramtune.records import Purpose, Status, TrialResult, any_gpu
 from vramtune.tune.recommend import Objective
 from vramtune.tune.sweep import PreparedSweep, summary
 from vramtune.units import budget_label, format_bytes
 from vramtune.views.runs import chosen_summary
-from vramtune.views.sweep_table import comparison_rows
+from vramtune.views.sweep_table import sweep_table
 
 
 class Terminated(BaseException):
@@ -124,13 +124,13 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool) -
         data["interrupted"] = interrupted
         print_json(data)
         return 0 if rec.chosen else 1
-    rows = comparison_rows(state.results, rec, config.budget_bytes)
-    gpu = any(r.is_gpu for r in state.results)
+    table = sweep_table(state.results, rec, config.budget_bytes)
+    gpu = any_gpu(state.results)
     shown_budget = format_bytes(config.budget_bytes) if config.budget_bytes else "none"
     title = (f"{config.profile.name}: budget {shown_budget}"
              f", headroom {config.headroom_fraction:.0%}, objective {objective}")
-    if rows:
-        console.print(comparison_table(rows, gpu=gpu, title=title))
+    if len(table):
+        console.print(sweep_rich(table, title=title))
     if not gpu and state.results:
         console.print("[dim]CPU backend: memory figures are host RAM (peak RSS), not VRAM.[/dim]")
     if state.final_step and not interrupted:

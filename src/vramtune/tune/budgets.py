@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vramtune.errors import UserError
-from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult
+from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult, any_gpu, memory_kind
+from vramtune.results.frame import one_per_size
 from vramtune.results.store import Run
 from vramtune.tune.recommend import Objective, Recommendation, choose
 from vramtune.units import both_units, budget_label, format_bytes
@@ -24,8 +25,9 @@ CPU_NOTICE = ("measured on CPU: every figure is host RAM, not VRAM, and no GPU m
 
 
 @dataclass(frozen=True)
-class Source:
-    """One or more run directories of the same workload on the same device, merged."""
+class Measurements:
+    """One or more run directories of the same workload on the same device, merged: one
+    record per num_envs (``results.frame.one_per_size``)."""
 
     directories: tuple[Path, ...]
     profile: Profile
@@ -38,11 +40,11 @@ class Source:
 
     @property
     def on_gpu(self) -> bool:
-        return any(r.is_gpu for r in self.results)
+        return any_gpu(self.results)
 
     @property
     def memory_label(self) -> str:
-        return "VRAM" if self.on_gpu else "host RAM"
+        return memory_kind(self.on_gpu)
 
     @property
     def label(self) -> str:
@@ -65,8 +67,8 @@ class Emission:
         return self.recommendation.chosen
 
 
-def merge_runs(runs: Sequence[Run]) -> Source:
-    """One Source from several runs; refuses to mix workloads or devices."""
+def merge_runs(runs: Sequence[Run]) -> Measurements:
+    """One set of measurements from several runs; refuses to mix workloads or devices."""
     if not runs:
         raise UserError("no run to emit a config from")
     first = runs[0]
@@ -81,36 +83,23 @@ def merge_runs(runs: Sequence[Run]) -> Source:
                             f"{first.header.device}: speed differs between devices, emit from "
                             f"one device's runs at a time")
     profile = profile_from_dict(dict(first.header.profile), source=f"{first.directory} header")
-    return Source(
+    return Measurements(
         directories=tuple(r.directory for r in runs), profile=profile,
         profile_hash=first.header.profile_hash, device=first.header.device,
         created=first.header.created, headroom_fraction=first.header.headroom_fraction,
-        results=_dedupe([res for run in runs for res in run.results]),
+        results=one_per_size(res for run in runs for res in run.results),
         sweep_budget_bytes=tuple(r.header.budget_bytes for r in runs))
 
 
-def _dedupe(results: list[TrialResult]) -> tuple[TrialResult, ...]:
-    """One trial per num_envs: an ok one if any, and of those the higher peak (cautious)."""
-    best: dict[int, TrialResult] = {}
-    for r in results:
-        old = best.get(r.num_envs)
-        if old is None or _preference(r) > _preference(old):
-            best[r.num_envs] = r
-    return tuple(best[n] for n in sorted(best))
-
-
-def _preference(r: TrialResult) -> tuple[bool, int]:
-    return (r.status is Status.OK and r.steps_per_s is not None, r.peak_bytes or 0)
-
-
-def _largest_cap(source: Source) -> tuple[bool, int | None]:
+def _largest_cap(source: Measurements) -> tuple[bool, int | None]:
     """(any trial ran uncapped, the largest cap any trial ran under)."""
     caps = [r.budget_bytes for r in source.results] or list(source.sweep_budget_bytes)
     return any(c is None for c in caps), max((c for c in caps if c is not None), default=None)
 
 
-def plan(source: Source, budget_bytes: int | None, objective: Objective = Objective.THROUGHPUT,
-         headroom_fraction: float | None = None) -> Emission:
+def choose_for_budget(source: Measurements, budget_bytes: int | None,
+                      objective: Objective = Objective.THROUGHPUT,
+                      headroom_fraction: float | None = None) -> Emission:
     """Choose for one budget (None: the sweep's own cap) and say what the data cannot show."""
     headroom = source.headroom_fraction if headroom_fraction is None else headroom_fraction
     if budget_bytes is None:
@@ -152,7 +141,7 @@ def plan(source: Source, budget_bytes: int | None, objective: Objective = Object
     return Emission(budget_bytes, headroom, rec, tuple(notices), error, change)
 
 
-def _nothing_fits(source: Source, rec: Recommendation, mem: str) -> str:
+def _nothing_fits(source: Measurements, rec: Recommendation, mem: str) -> str:
     measured = [r for r in source.results if r.status is Status.OK and r.peak_bytes is not None]
     limit = both_units(rec.limit_bytes) if rec.limit_bytes is not None else "the budget"
     if measured:

@@ -15,17 +15,18 @@ import yaml
 
 from vramtune import fmt
 from vramtune.errors import UserError
+from vramtune.measure.cap import DEFAULT_GPU_FRACTION
 from vramtune.records import TrialResult
-from vramtune.tune.budgets import CPU_NOTICE, Emission, Source
+from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
 from vramtune.tune.recommend import Objective
 from vramtune.units import both_units, budget_label, format_bytes
+from vramtune.views.tables import Column, Table
 from vramtune.workload.profile import Profile
 
 PREALLOCATE_VAR = "XLA_PYTHON_CLIENT_PREALLOCATE"
-MAX_FRACTION = 0.95  # leave the CUDA context and libraries room outside JAX's pool
 
 
-class Format(StrEnum):
+class ConfigFormat(StrEnum):
     BRAX = "brax"
     PLAYGROUND = "playground"
     HYDRA = "hydra"
@@ -54,7 +55,7 @@ def network_kwargs(profile: Profile) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, list | tuple) else v for k, v in profile.network.items()}
 
 
-def xla_env(source: Source, emission: Emission, mem_fraction_var: str
+def xla_env(source: Measurements, emission: Emission, mem_fraction_var: str
             ) -> tuple[dict[str, str], list[str]]:
     """(environment variables to train with, comments explaining them)."""
     env = {PREALLOCATE_VAR: "false"}
@@ -63,12 +64,14 @@ def xla_env(source: Source, emission: Emission, mem_fraction_var: str
         notes.append("no memory fraction: the run was measured on CPU (host memory), where "
                      "JAX's fraction does not apply")
         return env, notes
+    # The most of the card JAX's pool may take, the rest left to the CUDA context and
+    # libraries: the same share an uncapped trial ran with, so the config trains as measured.
     if emission.budget_bytes is None:
-        fraction = MAX_FRACTION
+        fraction = DEFAULT_GPU_FRACTION
         notes.append(f"{mem_fraction_var}={fraction:.2f} (the variable this jaxlib reads): no "
                      f"budget, so JAX's pool may use the card but leave room for the CUDA context")
     else:
-        fraction = min(MAX_FRACTION, math.floor((1 - emission.headroom_fraction) * 100) / 100)
+        fraction = min(DEFAULT_GPU_FRACTION, math.floor((1 - emission.headroom_fraction) * 100) / 100)
         notes.append(f"{mem_fraction_var}={fraction:.2f} (the variable this jaxlib reads) is for "
                      f"a card with {budget_label(emission.budget_bytes)}: the pool may grow to "
                      f"the headroom line; on a larger shared card use "
@@ -77,7 +80,7 @@ def xla_env(source: Source, emission: Emission, mem_fraction_var: str
     return env, notes
 
 
-def header_comments(source: Source, emission: Emission, fmt_: Format) -> list[str]:
+def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat) -> list[str]:
     chosen = emission.chosen
     assert chosen is not None
     mem = chosen.memory_label
@@ -163,7 +166,7 @@ def hydra_overrides(emission: Emission, prefix: str = "ppo") -> str:
                     for name in ("num_envs", "batch_size", "num_minibatches"))
 
 
-def render(source: Source, emission: Emission, fmt_: Format = Format.BRAX, *,
+def render(source: Measurements, emission: Emission, fmt_: ConfigFormat = ConfigFormat.BRAX, *,
            mem_fraction_var: str, num_timesteps: int | None = None,
            hydra_prefix: str = "ppo") -> str:
     """One YAML file, comments first (with the measured figures and where they came from)."""
@@ -177,7 +180,7 @@ def render(source: Source, emission: Emission, fmt_: Format = Format.BRAX, *,
     comments = header_comments(source, emission, fmt_)
     timesteps = [] if num_timesteps is not None else [
         "num_timesteps is not set: vramtune measured speed and memory, not training length"]
-    if fmt_ is Format.PLAYGROUND:
+    if fmt_ is ConfigFormat.PLAYGROUND:
         params = dict(kwargs)
         if network:
             params["network_factory"] = network
@@ -191,7 +194,7 @@ def render(source: Source, emission: Emission, fmt_: Format = Format.BRAX, *,
             timesteps = ["num_timesteps is not set: keep brax_ppo_config's"]
         body = _dump({"ppo_params": params}) + _comment(env_notes) + _dump({"xla_env": env})
         return _comment(comments + timesteps + usage) + body
-    if fmt_ is Format.HYDRA:
+    if fmt_ is ConfigFormat.HYDRA:
         override = hydra_overrides(emission, hydra_prefix)
         usage = [f"override: {override}",
                  "hydra.job.env_set sets the XLA variables for the job before JAX starts"]
@@ -212,21 +215,23 @@ def render(source: Source, emission: Emission, fmt_: Format = Format.BRAX, *,
     return _comment(comments + timesteps + usage) + body
 
 
-def output_name(profile_name: str, budget_bytes: int | None, fmt_: Format) -> str:
-    suffix = "" if fmt_ is Format.BRAX else f"-{fmt_}"
+def output_name(profile_name: str, budget_bytes: int | None, fmt_: ConfigFormat) -> str:
+    suffix = "" if fmt_ is ConfigFormat.BRAX else f"-{fmt_}"
     return f"{profile_name}-{budget_label(budget_bytes)}{suffix}.yaml"
 
 
-def markdown_table(source: Source, emissions: Sequence[Emission],
-                   files: Sequence[str | None] | None = None) -> str:
-    """The quick-reference table people write by hand, from measurements only."""
-    mem = source.memory_label
+def budgets_table(source: Measurements, emissions: Sequence[Emission],
+                  files: Sequence[str | None] | None = None) -> Table:
+    """One row per budget: what it gets (measured figures only), and its file if written."""
     files = list(files) if files is not None else [None] * len(emissions)
-    show_files = any(files)
-    head = ["budget", "num_envs", "batch_size", "num_minibatches", f"measured peak ({mem})",
-            "steps/s"] + (["file"] if show_files else [])
-    lines = [f"### {source.profile.name} on {source.device}", "",
-             "| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
+    columns = [Column("budget", "budget", "right"), Column("num_envs", "num_envs", "right"),
+               Column("batch_size", "batch_size", "right"),
+               Column("num_minibatches", "num_minibatches", "right"),
+               Column("peak", f"measured peak ({source.memory_label})", "right"),
+               Column("steps_per_s", "steps/s", "right")]
+    if any(files):
+        columns.append(Column("file", "file", code=True))
+    rows = []
     for emission, file in zip(emissions, files, strict=True):
         r = emission.chosen
         if r is None:
@@ -235,9 +240,15 @@ def markdown_table(source: Source, emissions: Sequence[Emission],
         else:
             cells = [budget_label(emission.budget_bytes), str(r.num_envs), str(r.batch_size),
                      str(r.num_minibatches), format_bytes(r.peak_bytes), fmt.rate(r.steps_per_s)]
-        if show_files:
-            cells.append(f"`{file}`" if file else fmt.NA)
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells + [file or fmt.NA] if any(files) else cells)
+    return Table.from_rows(columns, rows)
+
+
+def markdown_table(source: Measurements, emissions: Sequence[Emission],
+                   files: Sequence[str | None] | None = None) -> str:
+    """The quick-reference table people write by hand, from measurements only."""
+    lines = [f"### {source.profile.name} on {source.device}", "",
+             budgets_table(source, emissions, files).to_markdown().rstrip("\n")]
     objective = emissions[0].recommendation.objective if emissions else Objective.THROUGHPUT
     headroom = emissions[0].headroom_fraction if emissions else source.headroom_fraction
     lines += ["", f"Objective {objective}, headroom {headroom:.0%}; measured by vramtune on "

@@ -1,4 +1,5 @@
-"""The bench verdicts as a GitHub-flavoured Markdown table (also for $GITHUB_STEP_SUMMARY)."""
+"""The bench verdicts as a table, and as GitHub-flavoured Markdown (also for
+$GITHUB_STEP_SUMMARY)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 
 from vramtune import fmt
 from vramtune.tune.gate import RANK_TEST_ALPHA, RANK_TEST_MIN_REPEATS, BenchReport, Metric, MetricRow, Verdict
+from vramtune.views.tables import Column, Table
 
 MARKERS = {Verdict.WORSE: "🔴 worse", Verdict.BETTER: "🟢 better",
            Verdict.SAME: "⚪ within noise", Verdict.NOISY: "⚪ within noise (repeats overlap)",
@@ -62,6 +64,17 @@ def _cells(row: MetricRow) -> list[str]:
     return [str(row.num_envs), row.label, base, cand, change, verdict]
 
 
+_COLUMNS = (Column("num_envs", "num_envs", "right"), Column("metric", "metric"),
+            Column("baseline", "baseline", "right"), Column("candidate", "candidate", "right"),
+            Column("change", "change", "right"), Column("verdict", "verdict", wrap=True))
+
+
+def bench_table(report: BenchReport) -> Table:
+    """One row per metric per num_envs: medians with the repeats' range, the change, the
+    verdict. The raw figures stay in ``BenchReport.to_dict`` (``bench --json``)."""
+    return Table.from_rows(_COLUMNS, (_cells(row) for row in report.rows))
+
+
 def bench_markdown(report: BenchReport, *, title: str | None = None) -> str:
     """GitHub-flavoured Markdown: a heading, notes, the table, the verdict, the thresholds."""
     cand = report.candidate
@@ -71,11 +84,7 @@ def bench_markdown(report: BenchReport, *, title: str | None = None) -> str:
         lines.append(f"> {note}  ")
     if report.notes:
         lines.append("")
-    lines += ["| num_envs | metric | baseline | candidate | change | verdict |",
-              "| ---: | --- | ---: | ---: | ---: | --- |"]
-    for row in report.rows:
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _cells(row)) + " |")
-    lines.append("")
+    lines += [bench_table(report).to_markdown()]
     regressions = report.regressions
     if regressions:
         what = "; ".join(f"num_envs={r.num_envs} {r.label} "

@@ -8,19 +8,17 @@ says when the two runs did not measure the same workload or the same kind of mem
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+
+import pandas as pd
 
 from vramtune import fmt
-from vramtune.records import Status, TrialResult
+from vramtune.records import TrialResult, any_gpu, memory_kind
+from vramtune.results.frame import runs_frame, to_python
 from vramtune.results.store import Run, RunHeader
 from vramtune.tune.recommend import Recommendation
 from vramtune.units import format_bytes
-from vramtune.views.sweep_table import ComparisonRow
-from vramtune.views.sweep_table import to_markdown as table_markdown
+from vramtune.views.tables import Column, Table
 
 _VERSION_KEYS = ("vramtune", "jax", "jaxlib", "brax", "mujoco_mjx", "playground")
 
@@ -31,12 +29,12 @@ def versions_text(versions: dict[str, str]) -> str:
 
 
 def run_is_gpu(run: Run) -> bool:
-    return any(r.is_gpu for r in run.results)
+    return any_gpu(run.results)
 
 
-def memory_kind(run: Run) -> str:
+def run_memory_kind(run: Run) -> str:
     """'VRAM' or 'host RAM': what this run's peaks are peaks of."""
-    return "VRAM" if run_is_gpu(run) else "host RAM"
+    return memory_kind(run_is_gpu(run))
 
 
 def run_description(run: Run) -> str:
@@ -45,7 +43,7 @@ def run_description(run: Run) -> str:
     backend = "GPU" if run_is_gpu(run) else "CPU backend"
     budget = format_bytes(h.budget_bytes) if h.budget_bytes else "no budget"
     return (f"{h.profile_name} ({h.profile_hash}) on {h.device} [{backend}], {budget} "
-            f"{memory_kind(run)}; {versions_text(h.versions)}; created {h.created}")
+            f"{run_memory_kind(run)}; {versions_text(h.versions)}; created {h.created}")
 
 
 def recommendation_line(rec: Recommendation, budget_bytes: int | None) -> str:
@@ -62,7 +60,7 @@ def chosen_summary(c: TrialResult, budget_bytes: int | None) -> str:
             f"{format_bytes(c.peak_bytes)} {c.memory_label}{share}")
 
 
-def report_markdown(run: Run, rec: Recommendation, rows: Sequence[ComparisonRow],
+def report_markdown(run: Run, rec: Recommendation, table: Table,
                     budget_bytes: int | None, headroom_fraction: float) -> str:
     """The sweep's comparison table with a heading and the recommendation, for a PR or wiki."""
     h = run.header
@@ -72,53 +70,38 @@ def report_markdown(run: Run, rec: Recommendation, rows: Sequence[ComparisonRow]
              f"- budget {budget}, headroom {headroom_fraction:.0%}, objective {rec.objective}"]
     if not run_is_gpu(run):
         lines.append("- CPU backend: memory figures are host RAM (peak RSS), not VRAM")
-    lines += ["", table_markdown(rows, gpu=run_is_gpu(run)).rstrip("\n"), "",
+    lines += ["", table.to_markdown().rstrip("\n"), "",
               f"**{recommendation_line(rec, budget_bytes)}**"]
     return "\n".join(lines) + "\n"
 
 
 # --- compare --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class CompareRow:
-    num_envs: int
-    status_a: str | None  # None: this num_envs was not run in A
-    status_b: str | None
-    peak_a_bytes: int | None
-    peak_b_bytes: int | None
-    peak_ratio: float | None  # B / A
-    steps_per_s_a: float | None
-    steps_per_s_b: float | None
-    steps_per_s_ratio: float | None  # B / A
+COMPARE_COLUMNS = ("num_envs", "status_a", "status_b", "peak_a_bytes", "peak_b_bytes",
+                   "peak_ratio", "steps_per_s_a", "steps_per_s_b", "steps_per_s_ratio")
+"""The CSV/JSON columns of a comparison: ratios are B / A; a status is <NA> where that run
+did not run the size."""
 
 
-def representative(results: Sequence[TrialResult]) -> dict[int, TrialResult]:
-    """One record per num_envs: the last ok one, else the last one (a resumed or refined
-    sweep can hold several)."""
-    chosen: dict[int, TrialResult] = {}
-    for r in results:
-        held = chosen.get(r.num_envs)
-        if held is None or r.status is Status.OK or held.status is not Status.OK:
-            chosen[r.num_envs] = r
-    return chosen
+def _ratio(b: pd.Series, a: pd.Series) -> pd.Series:
+    ratio = b.astype("Float64") / a.astype("Float64")
+    return ratio.mask(a.eq(0).fillna(False))
 
 
-def _ratio(b: float | None, a: float | None) -> float | None:
-    return b / a if (a and b is not None) else None
-
-
-def compare_rows(a: Run, b: Run) -> list[CompareRow]:
-    ra, rb = representative(a.results), representative(b.results)
-    rows = []
-    for n in sorted(set(ra) | set(rb)):
-        x, y = ra.get(n), rb.get(n)
-        pa = x.peak_bytes if x else None
-        pb = y.peak_bytes if y else None
-        sa = x.steps_per_s if x else None
-        sb = y.steps_per_s if y else None
-        rows.append(CompareRow(n, str(x.status) if x else None, str(y.status) if y else None,
-                               pa, pb, _ratio(pb, pa), sa, sb, _ratio(sb, sa)))
-    return rows
+def compare_frame(a: Run, b: Run) -> pd.DataFrame:
+    """Two runs lined up by num_envs, one record per size on each side (``one_per_size``)."""
+    keep = ["num_envs", "status", "peak_bytes", "steps_per_s"]
+    both = runs_frame(a, per_size=True)[keep].merge(
+        runs_frame(b, per_size=True)[keep], on="num_envs", how="outer", sort=True,
+        suffixes=("_a", "_b"))
+    frame = pd.DataFrame({
+        "num_envs": both["num_envs"], "status_a": both["status_a"],
+        "status_b": both["status_b"], "peak_a_bytes": both["peak_bytes_a"],
+        "peak_b_bytes": both["peak_bytes_b"],
+        "peak_ratio": _ratio(both["peak_bytes_b"], both["peak_bytes_a"]),
+        "steps_per_s_a": both["steps_per_s_a"], "steps_per_s_b": both["steps_per_s_b"],
+        "steps_per_s_ratio": _ratio(both["steps_per_s_b"], both["steps_per_s_a"])})
+    return frame[list(COMPARE_COLUMNS)].reset_index(drop=True)
 
 
 def compare_warnings(a: Run, b: Run) -> list[str]:
@@ -129,19 +112,13 @@ def compare_warnings(a: Run, b: Run) -> list[str]:
                         f"{a.header.profile_hash} vs {b.header.profile_name} "
                         f"{b.header.profile_hash}): differences may come from the workload, "
                         f"not the machine or versions")
-    if memory_kind(a) != memory_kind(b):
-        warnings.append(f"peak memory is {memory_kind(a)} in A and {memory_kind(b)} in B: the "
-                        f"memory ratio compares different things")
+    if run_memory_kind(a) != run_memory_kind(b):
+        warnings.append(f"peak memory is {run_memory_kind(a)} in A and {run_memory_kind(b)} in "
+                        f"B: the memory ratio compares different things")
     if a.header.budget_bytes != b.header.budget_bytes:
         warnings.append(f"budgets differ ({format_bytes(a.header.budget_bytes)} vs "
                         f"{format_bytes(b.header.budget_bytes)}): OOM sizes are not comparable")
     return warnings
-
-
-def compare_titles(a: Run, b: Run) -> list[str]:
-    ka, kb = memory_kind(a), memory_kind(b)
-    return ["num_envs", "status A", "status B", f"peak A ({ka})", f"peak B ({kb})", "peak B/A",
-            "steps/s A", "steps/s B", "steps/s B/A"]
 
 
 def _status(value: str | None) -> str:
@@ -152,47 +129,45 @@ def _times(value: float | None) -> str:
     return fmt.NA if value is None else f"{value:.2f}x"
 
 
-def compare_cells(row: CompareRow) -> list[str]:
-    return [str(row.num_envs), _status(row.status_a), _status(row.status_b),
-            format_bytes(row.peak_a_bytes), format_bytes(row.peak_b_bytes),
-            _times(row.peak_ratio), fmt.rate(row.steps_per_s_a), fmt.rate(row.steps_per_s_b),
-            _times(row.steps_per_s_ratio)]
+def compare_table(a: Run, b: Run) -> Table:
+    """The comparison as a ``Table``: both peaks labelled by what they are, both speeds,
+    the B/A ratios."""
+    raw = compare_frame(a, b)
+    ka, kb = run_memory_kind(a), run_memory_kind(b)
+    columns = (Column("num_envs", "num_envs", "right"), Column("status_a", "status A"),
+               Column("status_b", "status B"), Column("peak_a", f"peak A ({ka})", "right"),
+               Column("peak_b", f"peak B ({kb})", "right"),
+               Column("peak_ratio", "peak B/A", "right"),
+               Column("steps_a", "steps/s A", "right"), Column("steps_b", "steps/s B", "right"),
+               Column("steps_ratio", "steps/s B/A", "right"))
+    col = {name: to_python(raw[name]) for name in raw.columns}
+    rows = [[str(col["num_envs"][i]), _status(col["status_a"][i]), _status(col["status_b"][i]),
+             format_bytes(col["peak_a_bytes"][i]), format_bytes(col["peak_b_bytes"][i]),
+             _times(col["peak_ratio"][i]), fmt.rate(col["steps_per_s_a"][i]),
+             fmt.rate(col["steps_per_s_b"][i]), _times(col["steps_per_s_ratio"][i])]
+            for i in range(len(raw))]
+    return Table.from_rows(columns, rows, data=raw)
 
 
 def run_header_lines(a: Run, b: Run) -> list[str]:
     return [f"A: {a.directory}: {run_description(a)}", f"B: {b.directory}: {run_description(b)}"]
 
 
-def compare_markdown(a: Run, b: Run, rows: Sequence[CompareRow]) -> str:
+def compare_markdown(a: Run, b: Run, table: Table) -> str:
     lines = ["### vramtune compare", ""]
     lines += [f"- {line}" for line in run_header_lines(a, b)]
     lines += [f"- **warning:** {w}" for w in compare_warnings(a, b)]
-    titles = compare_titles(a, b)
-    lines += ["", "| " + " | ".join(titles) + " |",
-              "| ---: | --- | --- |" + " ---: |" * (len(titles) - 3)]
-    for row in rows:
-        lines.append("| " + " | ".join(compare_cells(row)) + " |")
+    lines += ["", table.to_markdown().rstrip("\n")]
     return "\n".join(lines) + "\n"
-
-
-def compare_csv(rows: Sequence[CompareRow]) -> str:
-    """Raw numbers (bytes, steps/s, ratios), empty where not measured."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(CompareRow.__dataclass_fields__),
-                            lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if v is None else v) for k, v in asdict(row).items()})
-    return out.getvalue()
 
 
 def _run_json(run: Run) -> dict[str, object]:
     h: RunHeader = run.header
     return {"directory": str(run.directory), "profile_name": h.profile_name,
-            "profile_hash": h.profile_hash, "device": h.device, "memory": memory_kind(run),
+            "profile_hash": h.profile_hash, "device": h.device, "memory": run_memory_kind(run),
             "budget_bytes": h.budget_bytes, "versions": h.versions, "created": h.created}
 
 
-def compare_json(a: Run, b: Run, rows: Sequence[CompareRow]) -> str:
+def compare_json(a: Run, b: Run, table: Table) -> str:
     return json.dumps({"a": _run_json(a), "b": _run_json(b), "warnings": compare_warnings(a, b),
-                       "rows": [asdict(r) for r in rows]}, indent=2) + "\n"
+                       "rows": table.records()}, indent=2) + "\n"

@@ -1,7 +1,7 @@
 """emit-config's choices and exporters, against golden files.
 
 Records are built by hand so the output is byte-for-byte stable. Regenerate the goldens
-after an intended change with ``VRAMTUNE_UPDATE_GOLDEN=1 pytest tests/unit/test_emit.py``
+after an intended change with ``VRAMTUNE_UPDATE_GOLDEN=1 pytest tests/unit/views/test_configs.py``
 and review the diff.
 """
 
@@ -17,10 +17,10 @@ from tests.conftest import assert_golden as shared_assert_golden
 from vramtune.errors import UserError
 from vramtune.records import Status, TrialResult
 from vramtune.results.store import Run, RunHeader
-from vramtune.tune.budgets import CPU_NOTICE, merge_runs, plan
+from vramtune.tune.budgets import CPU_NOTICE, choose_for_budget, merge_runs
 from vramtune.tune.recommend import Objective
 from vramtune.units import budget_label
-from vramtune.views.configs import Format, hydra_overrides, markdown_table, output_name, render
+from vramtune.views.configs import ConfigFormat, hydra_overrides, markdown_table, output_name, render
 from vramtune.workload.configfile import diagnose, parse_config
 
 GOLDEN_DIR = GOLDEN / "emit"
@@ -84,35 +84,35 @@ def gpu_run() -> Run:
     return Run(Path("vramtune-runs/20261121-quick-h100"), header(budget=budget, gpu=True), results)
 
 
-@pytest.mark.parametrize("fmt_", list(Format))
+@pytest.mark.parametrize("fmt_", list(ConfigFormat))
 def test_cpu_formats_match_golden(fmt_):
     source = merge_runs([cpu_run()])
-    emission = plan(source, 2 * GB, Objective.THROUGHPUT)
+    emission = choose_for_budget(source, 2 * GB, Objective.THROUGHPUT)
     text = render(source, emission, fmt_, mem_fraction_var=VAR)
     assert_golden(f"cpu-{fmt_}.yaml", text)
 
 
 def test_gpu_brax_with_timesteps_matches_golden():
     source = merge_runs([gpu_run()])
-    emission = plan(source, 8 * GB, Objective.THROUGHPUT)
-    assert_golden("gpu-8GB-brax.yaml", render(source, emission, Format.BRAX, mem_fraction_var=VAR,
+    emission = choose_for_budget(source, 8 * GB, Objective.THROUGHPUT)
+    assert_golden("gpu-8GB-brax.yaml", render(source, emission, ConfigFormat.BRAX, mem_fraction_var=VAR,
                                               num_timesteps=50_000_000))
 
 
 def test_gpu_table_matches_golden():
     source = merge_runs([gpu_run()])
     budgets = [1 * GB, 8 * GB, 12 * GB, 24 * GB]
-    emissions = [plan(source, b, Objective.THROUGHPUT) for b in budgets]
-    files = [output_name("quick", e.budget_bytes, Format.BRAX) if e.chosen else None
+    emissions = [choose_for_budget(source, b, Objective.THROUGHPUT) for b in budgets]
+    files = [output_name("quick", e.budget_bytes, ConfigFormat.BRAX) if e.chosen else None
              for e in emissions]
     assert_golden("gpu-table.md", markdown_table(source, emissions, files))
 
 
-@pytest.mark.parametrize("fmt_", list(Format))
+@pytest.mark.parametrize("fmt_", list(ConfigFormat))
 @pytest.mark.parametrize("gpu", [False, True])
 def test_every_emitted_file_passes_check_with_the_measured_settings(fmt_, gpu):
     source = merge_runs([gpu_run() if gpu else cpu_run()])
-    emission = plan(source, 8 * GB, Objective.THROUGHPUT)
+    emission = choose_for_budget(source, 8 * GB, Objective.THROUGHPUT)
     data = yaml.safe_load(render(source, emission, fmt_, mem_fraction_var=VAR))
     d = diagnose(parse_config(data))
     assert d.valid and d.config.defaults_used == ()
@@ -123,9 +123,9 @@ def test_every_emitted_file_passes_check_with_the_measured_settings(fmt_, gpu):
 
 def test_gpu_fraction_under_the_variable_jaxlib_reads():
     source = merge_runs([gpu_run()])
-    data = yaml.safe_load(render(source, plan(source, 8 * GB), mem_fraction_var=VAR))
+    data = yaml.safe_load(render(source, choose_for_budget(source, 8 * GB), mem_fraction_var=VAR))
     assert data["xla_env"] == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", VAR: "0.90"}
-    other = yaml.safe_load(render(source, plan(source, 8 * GB),
+    other = yaml.safe_load(render(source, choose_for_budget(source, 8 * GB),
                                   mem_fraction_var="XLA_PYTHON_CLIENT_MEM_FRACTION"))
     assert set(other["xla_env"]) == {"XLA_PYTHON_CLIENT_PREALLOCATE",
                                      "XLA_PYTHON_CLIENT_MEM_FRACTION"}
@@ -133,7 +133,7 @@ def test_gpu_fraction_under_the_variable_jaxlib_reads():
 
 def test_cpu_run_sets_no_fraction_and_says_host_memory():
     source = merge_runs([cpu_run()])
-    emission = plan(source, 2 * GB)
+    emission = choose_for_budget(source, 2 * GB)
     text = render(source, emission, mem_fraction_var=VAR)
     assert yaml.safe_load(text)["xla_env"] == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     assert CPU_NOTICE in emission.notices and "host RAM" in text and "VRAM" not in \
@@ -142,14 +142,14 @@ def test_cpu_run_sets_no_fraction_and_says_host_memory():
 
 def test_choice_is_measured_and_fits():
     source = merge_runs([gpu_run()])
-    e = plan(source, 8 * GB)  # limit 7.2 GB: 8192 (9 GiB) is over, 4096 (5 GiB) fits
+    e = choose_for_budget(source, 8 * GB)  # limit 7.2 GB: 8192 (9 GiB) is over, 4096 (5 GiB) fits
     assert e.chosen is not None and e.chosen.num_envs == 4096 and e.error is None
     assert e.recommendation.limit_bytes == int(8 * GB * 0.9)
 
 
 def test_budget_below_every_measured_peak_is_an_error_not_a_guess():
     source = merge_runs([gpu_run()])
-    e = plan(source, 1 * GB)
+    e = choose_for_budget(source, 1 * GB)
     assert e.chosen is None and e.error and "num_envs=1024" in e.error
     with pytest.raises(UserError):
         render(source, e, mem_fraction_var=VAR)
@@ -157,44 +157,44 @@ def test_budget_below_every_measured_peak_is_an_error_not_a_guess():
 
 def test_budget_beyond_the_sweeps_cap_is_a_notice():
     source = merge_runs([gpu_run()])
-    e = plan(source, 24 * GB)
+    e = choose_for_budget(source, 24 * GB)
     assert e.chosen is not None and e.chosen.num_envs == 8192
     assert any("12GB cap, below this 24GB budget" in n for n in e.notices)
-    assert not any("cap" in n for n in plan(source, 12 * GB).notices)
+    assert not any("cap" in n for n in choose_for_budget(source, 12 * GB).notices)
 
 
 def test_budget_beyond_the_card_is_a_notice():
     source = merge_runs([Run(Path("r"), header(budget=None, gpu=True),
                              tuple(trial(n, 2**30, 1e5 * n, gpu=True, budget=None)
                                    for n in (128, 256)))])
-    e = plan(source, 200 * GB)
+    e = choose_for_budget(source, 200 * GB)
     assert any("larger than the 80.00 GiB card" in n for n in e.notices)
     assert any("largest size measured" in n for n in e.notices)
 
 
 def test_no_budget_uses_the_sweeps_cap():
     source = merge_runs([gpu_run()])
-    assert plan(source, None).budget_bytes == 12 * GB
+    assert choose_for_budget(source, None).budget_bytes == 12 * GB
 
 
 def test_optimisation_change_and_lr_hint():
     source = merge_runs([cpu_run()])
-    e = plan(source, 2 * GB)  # 512 envs: batch_size 128 -> 512
+    e = choose_for_budget(source, 2 * GB)  # 512 envs: batch_size 128 -> 512
     assert e.chosen.num_envs == 512
     assert e.optimisation_change and "minibatch size 128 -> 512" in e.optimisation_change
     assert "sqrt(512/128)" in e.optimisation_change
-    base = plan(source, 2 * GB, Objective.KNEE)  # knee: within 5% of best -> still 512 here
+    base = choose_for_budget(source, 2 * GB, Objective.KNEE)  # knee: within 5% of best -> still 512 here
     assert base.chosen.num_envs == 512
-    small = plan(source, int(1.1 * GB))  # only 128 and 256 fit; 128 is faster and is the base
+    small = choose_for_budget(source, int(1.1 * GB))  # only 128 and 256 fit; 128 is faster and is the base
     assert small.chosen.num_envs == 128 and small.optimisation_change is None
 
 
 def test_hydra_override_line():
     source = merge_runs([gpu_run()])
-    e = plan(source, 8 * GB)
+    e = choose_for_budget(source, 8 * GB)
     assert hydra_overrides(e) == "ppo.num_envs=4096 ppo.batch_size=4096 ppo.num_minibatches=4"
     assert hydra_overrides(e, "algo.ppo").startswith("algo.ppo.num_envs=4096")
-    text = render(source, e, Format.HYDRA, mem_fraction_var=VAR, hydra_prefix="algo.ppo")
+    text = render(source, e, ConfigFormat.HYDRA, mem_fraction_var=VAR, hydra_prefix="algo.ppo")
     assert text.startswith("# @package _global_\n")
     data = yaml.safe_load(text)
     assert data["algo"]["ppo"]["num_envs"] == 4096
@@ -203,7 +203,7 @@ def test_hydra_override_line():
 
 def test_playground_shape_matches_brax_ppo_config_keys():
     source = merge_runs([gpu_run()])
-    data = yaml.safe_load(render(source, plan(source, 8 * GB), Format.PLAYGROUND,
+    data = yaml.safe_load(render(source, choose_for_budget(source, 8 * GB), ConfigFormat.PLAYGROUND,
                                  mem_fraction_var=VAR, num_timesteps=1000))
     params = data["ppo_params"]
     for key in ("num_envs", "batch_size", "num_minibatches", "unroll_length", "num_timesteps",
@@ -230,8 +230,18 @@ def test_merge_prefers_ok_trials_and_widens_coverage():
                  (trial(16384, 17 * 2**30, 850_000.0, gpu=True, budget=24 * GB),))
     source = merge_runs([capped, bigger])
     assert [r.status for r in source.results if r.num_envs == 16384] == [Status.OK]
-    e = plan(source, 24 * GB)
+    e = choose_for_budget(source, 24 * GB)
     assert e.chosen.num_envs == 16384 and not any("cap" in n for n in e.notices)
+
+
+def test_merge_counts_a_failed_repeat_against_its_size():
+    # 8192 fitted once and ran out of memory once under the same 12GB cap: not proven to fit
+    again = Run(Path("again"), header(budget=12 * GB, gpu=True),
+                (trial(8192, None, None, gpu=True, budget=12 * GB, status=Status.OOM),))
+    assert choose_for_budget(merge_runs([gpu_run()]), 12 * GB).chosen.num_envs == 8192
+    source = merge_runs([gpu_run(), again])
+    assert [r.status for r in source.results if r.num_envs == 8192] == [Status.OOM]
+    assert choose_for_budget(source, 12 * GB).chosen.num_envs == 4096
 
 
 @pytest.mark.parametrize("nbytes,label", [(8 * GB, "8GB"), (int(7.5 * 2**30), "7.5GiB"),

@@ -1,136 +1,45 @@
-"""`report` and `compare` views of saved sweeps, from hand-built records, against golden files.
-
-Regenerate after an intended change with
-``VRAMTUNE_UPDATE_GOLDEN=1 pytest tests/unit/test_report_view.py``.
-"""
+"""The sweep table's raw face (CSV/JSON) and its display face come from one frame."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-from dataclasses import replace
-from pathlib import Path
+import pandas as pd
 
-from tests.conftest import assert_golden as shared_assert_golden
 from vramtune.records import Status, TrialResult
-from vramtune.results.store import Run, RunHeader
-from vramtune.tune.recommend import Objective, choose
-from vramtune.views import runs as cmp
-from vramtune.views.sweep_table import comparison_rows
+from vramtune.tune.recommend import choose
+from vramtune.views.sweep_table import RAW_COLUMNS, comparison_frame, sweep_table
 
 MiB = 2**20
-VERSIONS = {"python": "3.12.0", "jax": "0.9.2", "jaxlib": "0.9.2", "brax": "0.14.2",
-            "vramtune": "0.1.0"}
 
 
-def assert_golden(name: str, text: str) -> None:
-    shared_assert_golden(f"report/{name}", text)
+def trial(n: int, peak_mib: int | None, rate: float | None,
+          status: Status = Status.OK) -> TrialResult:
+    return TrialResult(status=status, profile="quick", profile_hash="h", num_envs=n,
+                       batch_size=n, num_minibatches=4, backend="cpu", budget_bytes=10**9,
+                       host_peak_rss_bytes=None if peak_mib is None else peak_mib * MiB,
+                       steps_per_s=rate)
 
 
-def cpu_trial(n: int, peak_mib: float | None, rate: float | None,
-              status: Status = Status.OK) -> TrialResult:
-    return TrialResult(status=status, profile="quick", profile_hash="16fa582f053d812d",
-                       num_envs=n, batch_size=n, num_minibatches=4, unroll_length=10,
-                       backend="cpu", device_kind="cpu", device_count=1,
-                       budget_bytes=1_100_000_000,
-                       host_peak_rss_bytes=None if peak_mib is None else int(peak_mib * MiB),
-                       compile_s=None if rate is None else 8.0, steps_per_s=rate,
-                       versions=VERSIONS)
+RESULTS = [trial(256, 760, 27_000.0), trial(128, 700, 21_000.0), trial(2048, None, None, Status.OOM)]
 
 
-def gpu_trial(n: int, pool_mib: float | None, rate: float | None,
-              status: Status = Status.OK) -> TrialResult:
-    return TrialResult(status=status, profile="quick", profile_hash="16fa582f053d812d",
-                       num_envs=n, batch_size=n, num_minibatches=4, unroll_length=10,
-                       backend="gpu", device_kind="NVIDIA H100", device_count=1,
-                       budget_bytes=8_000_000_000,
-                       jax_peak_bytes_in_use=None if pool_mib is None else int(pool_mib * 0.6 * MiB),
-                       jax_peak_pool_bytes=None if pool_mib is None else int(pool_mib * MiB),
-                       nvml_process_peak_bytes=None if pool_mib is None else int((pool_mib + 500) * MiB),
-                       host_peak_rss_bytes=1500 * MiB, steps_per_s=rate, versions=VERSIONS,
-                       gpu_name="NVIDIA H100 80GB HBM3")
+def test_raw_columns_sorted_by_num_envs_with_na_where_not_measured():
+    rec = choose(RESULTS, 10**9, 0.1)
+    frame = comparison_frame(RESULTS, rec, 10**9)
+    assert tuple(frame.columns) == RAW_COLUMNS
+    assert frame["num_envs"].tolist() == [128, 256, 2048]
+    assert frame["recommended"].tolist() == [False, True, False]
+    assert frame.loc[2, "steps_per_s"] is pd.NA and frame.loc[2, "budget_share"] is pd.NA
+    assert frame.loc[1, "relative_speed"] == 1.0
+    assert frame.loc[0, "steps_per_s_per_env"] == 21_000.0 / 128
 
 
-def header(budget: int, gpu: str | None = None, profile_hash: str = "16fa582f053d812d",
-           versions: dict[str, str] | None = None) -> RunHeader:
-    return RunHeader(profile_name="quick", profile_hash=profile_hash, profile={"name": "quick"},
-                     budget_bytes=budget, headroom_fraction=0.1,
-                     machine={"cpu": "AMD EPYC", "hostname": "ci"},
-                     versions=versions or VERSIONS, gpu_name=gpu,
-                     created="2026-11-21T20:00:00+00:00")
+def test_without_a_budget_the_share_is_not_measured():
+    frame = comparison_frame(RESULTS, choose(RESULTS, None, 0.1), None)
+    assert frame["budget_share"].isna().all()
 
 
-CPU_RUN = Run(Path("runs/cpu"), header(1_100_000_000),
-              (cpu_trial(128, 757.8, 21_106.8), cpu_trial(256, 760.8, 27_049.7),
-               cpu_trial(512, 990.0, 26_000.0), cpu_trial(2048, 652.2, None, Status.OOM)))
-GPU_RUN = Run(Path("runs/h100"), header(8_000_000_000, gpu="NVIDIA H100 80GB HBM3",
-                                        versions={**VERSIONS, "jax": "0.9.3"}),
-              (gpu_trial(128, 300, 90_000.0), gpu_trial(256, 420, 160_000.0),
-               gpu_trial(1024, 900, 400_000.0), gpu_trial(4096, None, None, Status.OOM)))
-
-
-def _report(run: Run, headroom: float = 0.1, objective: Objective = Objective.THROUGHPUT) -> str:
-    rec = choose(run.results, run.header.budget_bytes, headroom, objective)
-    rows = comparison_rows(run.results, rec, run.header.budget_bytes)
-    return cmp.report_markdown(run, rec, rows, run.header.budget_bytes, headroom)
-
-
-def test_report_markdown_cpu_golden():
-    text = _report(CPU_RUN)
-    assert_golden("report-cpu.md", text)
-    # 256 is the pick (512 is slower and over the 10% headroom), bold, without stray asterisks
-    assert "| **\\* 256** |" in text and "***" not in text
-    assert "host RAM" in text and "not VRAM" in text
-
-
-def test_report_markdown_gpu_golden():
-    text = _report(GPU_RUN)
-    assert_golden("report-gpu.md", text)
-    assert "CPU backend" not in text and "NVIDIA H100 80GB HBM3" in text
-
-
-def test_headroom_override_changes_the_pick():
-    assert "num_envs=256" in _report(CPU_RUN, 0.1, Objective.MAX_ENVS)
-    assert "num_envs=512" in _report(CPU_RUN, 0.05, Objective.MAX_ENVS)
-
-
-def test_compare_markdown_golden_and_warnings():
-    rows = cmp.compare_rows(CPU_RUN, GPU_RUN)
-    text = cmp.compare_markdown(CPU_RUN, GPU_RUN, rows)
-    assert_golden("compare.md", text)
-    assert "peak A (host RAM)" in text and "peak B (VRAM)" in text
-    assert "memory ratio compares different things" in text
-    assert "budgets differ" in text
-
-
-def test_compare_ratios_and_sizes_run_on_one_side_only():
-    rows = {r.num_envs: r for r in cmp.compare_rows(CPU_RUN, GPU_RUN)}
-    assert rows[128].steps_per_s_ratio == 90_000.0 / 21_106.8
-    assert rows[128].peak_ratio == (800 * MiB) / int(757.8 * MiB)
-    assert rows[512].status_b is None and rows[512].peak_ratio is None
-    assert rows[4096].status_a is None and rows[4096].status_b == "oom"
-    assert cmp.compare_cells(rows[512])[2] == "not run"
-
-
-def test_compare_warns_when_profiles_differ():
-    other = replace(CPU_RUN, header=replace(CPU_RUN.header, profile_hash="ffffffffffffffff"))
-    warnings = cmp.compare_warnings(CPU_RUN, other)
-    assert len(warnings) == 1 and "different profiles" in warnings[0]
-    assert cmp.compare_warnings(CPU_RUN, CPU_RUN) == []
-
-
-def test_representative_prefers_the_last_ok_record():
-    first, oom, last = cpu_trial(64, 1, 1.0), cpu_trial(64, 2, None, Status.OOM), cpu_trial(64, 3, 3.0)
-    assert cmp.representative([first, oom])[64] is first
-    assert cmp.representative([oom, first, last])[64] is last
-
-
-def test_compare_csv_and_json_keep_raw_numbers():
-    rows = cmp.compare_rows(CPU_RUN, GPU_RUN)
-    table = list(csv.DictReader(io.StringIO(cmp.compare_csv(rows))))
-    assert table[0]["num_envs"] == "128" and table[0]["peak_a_bytes"] == str(int(757.8 * MiB))
-    assert table[-1]["steps_per_s_a"] == ""  # not measured: empty, never 0
-    data = json.loads(cmp.compare_json(CPU_RUN, GPU_RUN, rows))
-    assert data["a"]["memory"] == "host RAM" and data["b"]["memory"] == "VRAM"
-    assert data["rows"][0]["steps_per_s_b"] == 90_000.0
+def test_the_pick_is_strong_and_marked():
+    table = sweep_table(RESULTS, choose(RESULTS, 10**9, 0.1), 10**9)
+    assert table.strong == (False, True, False)
+    assert [row[0] for row in table.rows()] == ["128", "* 256", "2048"]
+    assert table.column("budget_share").title == "% budget (host)"
