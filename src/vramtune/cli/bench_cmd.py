@@ -53,9 +53,7 @@ def parse_num_envs_list(text: str) -> list[int]:
 
 def local_key(nvml: Nvml) -> MachineKey:
     """This machine's key before any trial ran (device count unknown until JAX is up)."""
-    cap = plan_cap(None, nvml, None)
-    on_gpu = any("MEM_FRACTION" in k for k in cap.env)
-    if on_gpu and nvml.info is not None:
+    if plan_cap(None, nvml, None).backend == "gpu" and nvml.info is not None:
         return MachineKey("gpu", nvml.info.name, None)
     return MachineKey("cpu", machine.cpu_model(), None)
 
