@@ -28,7 +28,7 @@ from vramtune.tune.planner import Step
 from vramtune.tune.recommend import Objective, Recommendation, choose
 from vramtune.tune.sweep import PreparedSweep, SweepOptions, prepare
 from vramtune.tune.sweep import run_sweep as _run_sweep
-from vramtune.units import parse_percent, parse_size
+from vramtune.units import headroom_limit_bytes, parse_percent, parse_size
 from vramtune.workload.configfile import load_config
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
 from vramtune.workload.sources import MANAGED_PPO_KEYS
@@ -244,7 +244,7 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
     if timeout_s is not None and not (timeout_s > 0 and math.isfinite(timeout_s)):
         raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s}")
     prof, _ = verification_profile(config_path, profile)
-    limit = int(budget_bytes * (1 - fraction))
+    limit = headroom_limit_bytes(budget_bytes, fraction)
     request = TrialRequest(prof, prof.num_envs, budget_bytes=budget_bytes, cap_bytes=limit,
                            timeout_s=timeout_s if timeout_s is not None else prof.timeout_s * 10,
                            compile_cache_dir=str(default_cache_dir() / "jax") if cache else None,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Iterable
+from enum import StrEnum
 from typing import Any
 
 import pandas as pd
@@ -27,16 +28,23 @@ from vramtune.records import Status, TrialResult
 from vramtune.results.store import Run
 
 # Read first: what was run, what happened, how much memory, how fast.
-_LEADING = ("num_envs", "batch_size", "num_minibatches", "unroll_length", "status",
+_LEADING = ("num_envs", "batch_size", "num_minibatches", "unroll_length", "status", "purpose",
             "peak_bytes", "memory_kind", "steps_per_s", "steps_per_s_min", "steps_per_s_max",
             "compile_s", "wall_s", "host_peak_rss_bytes", "host_tree_rss_peak_bytes",
             "jax_peak_bytes_in_use", "jax_peak_pool_bytes", "jax_bytes_limit",
             "nvml_process_peak_bytes", "nvml_device_used_peak_bytes", "process_peak_bytes",
             "budget_bytes", "cap", "backend")
-_DERIVED = {"peak_bytes": "Int64", "process_peak_bytes": "Int64", "memory_kind": "string"}
+_DERIVED = {"peak_bytes": "Int64", "process_peak_bytes": "Int64", "cap_figure_bytes": "Int64",
+            "memory_kind": "string"}
 _RUN = {"run_dir": "string", "device": "string"}
 _KEPT_ON_THE_RECORD = ("versions", "notes")  # a mapping and a list: not one cell's value
-_DTYPES = {int: "Int64", float: "Float64", str: "string", Status: "string"}
+_DTYPES = {bool: "boolean", int: "Int64", float: "Float64", str: "string"}
+
+
+def _dtype(kind: type) -> str:
+    if isinstance(kind, type) and issubclass(kind, StrEnum):
+        return "string"  # status, purpose: their values, as the results file has them
+    return _DTYPES[kind]  # a new field of another type must be mapped here
 
 
 def _record_columns() -> dict[str, str]:
@@ -46,7 +54,7 @@ def _record_columns() -> dict[str, str]:
         if f.name in _KEPT_ON_THE_RECORD:
             continue
         base = [t for t in typing.get_args(hints[f.name]) if t is not type(None)] or [hints[f.name]]
-        columns[f.name] = _DTYPES[base[0]]  # a new field of another type must be mapped here
+        columns[f.name] = _dtype(base[0])
     return columns
 
 
@@ -82,6 +90,7 @@ def _frame(pairs: Iterable[tuple[Run | None, TrialResult]]) -> pd.DataFrame:
     for run, r in pairs:
         row: dict[str, Any] = {c: getattr(r, c) for c in COLUMNS if c not in _RUN and c != "memory_kind"}
         row["status"] = str(r.status)
+        row["purpose"] = str(r.purpose)
         row["memory_kind"] = r.memory_label
         row["run_dir"] = str(run.directory) if run is not None else None
         row["device"] = run.header.device if run is not None else r.gpu_name
@@ -96,14 +105,15 @@ def _frame(pairs: Iterable[tuple[Run | None, TrialResult]]) -> pd.DataFrame:
 def one_per_size(results: Iterable[TrialResult]) -> tuple[TrialResult, ...]:
     """One record per num_envs, sorted by num_envs: the rule emit-config and compare share.
 
-    A resumed or refined sweep, or several runs merged, can hold one size more than once.
-    Among the records of one size:
+    A resumed sweep, its repeats at the edge and its confirming run, or several runs merged,
+    hold one size more than once. Among the records of one size:
 
     1. A failure (any status but ok) that ran with at least as much memory as an ok record
-       (the same or a larger cap; uncapped counts as the largest) stands for the size, the
-       last such one: the size is not proven to fit, so nothing may recommend it. A failure
-       under a smaller cap than every ok record's says nothing about those larger budgets (an
-       8GB and a 24GB sweep merged) and is passed over.
+       (the same or a larger cap: ``cap_bytes``, else ``budget_bytes``; uncapped is the
+       largest) stands for the size, the last such one: the size is not proven to fit, so
+       nothing may recommend it (``recommend.choose``: a size fits only if every run of it
+       fit). A failure under a smaller cap than every ok record's says nothing about those
+       larger budgets (an 8GB and a 24GB sweep merged) and is passed over.
     2. Otherwise the ok record with the highest peak stands for it (the later one on a tie):
        repeats differ by a few percent, and a budget must hold the larger.
     3. A size with no ok record: its last failure.
@@ -117,7 +127,10 @@ def one_per_size(results: Iterable[TrialResult]) -> tuple[TrialResult, ...]:
 
 
 def _memory_had(r: TrialResult) -> float:
-    return float("inf") if r.budget_bytes is None else r.budget_bytes
+    """What the cap held the trial to (budget x (1 - headroom) since trials run under the
+    headroom line), else its budget; uncapped is unlimited."""
+    held = r.cap_bytes if r.cap_bytes is not None else r.budget_bytes
+    return float("inf") if held is None else held
 
 
 def _pick(records: list[TrialResult]) -> TrialResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -131,3 +132,19 @@ def test_one_per_size_is_sorted_by_num_envs():
 def test_to_python_gives_plain_objects_and_none(values, expected):
     result = to_python(values)
     assert result == expected and type(result[0]) is type(expected[0])
+
+
+def test_the_cap_a_trial_ran_under_is_the_memory_it_had():
+    # since trials run under budget x (1 - headroom), cap_bytes says what the trial had
+    ok = replace(trial(1024, budget=2 * GB), cap_bytes=int(1.8 * GB))
+    oom_same_budget_smaller_cap = replace(trial(1024, None, None, status=Status.OOM, budget=2 * GB),
+                                          cap_bytes=int(1.5 * GB))
+    assert one_per_size([ok, oom_same_budget_smaller_cap]) == (ok,)
+    assert one_per_size([oom_same_budget_smaller_cap, replace(ok, cap_bytes=int(1.5 * GB))]
+                        )[0].status is Status.OOM
+
+
+def test_purpose_and_new_record_fields_are_columns():
+    frame = trials_frame([trial(64)])
+    assert frame.loc[0, "purpose"] == "search" and frame["purpose"].dtype == "string"
+    assert frame["memory_steady"].dtype == "boolean" and frame.loc[0, "memory_steady"] is pd.NA
