@@ -10,25 +10,30 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import yaml
 
 from vramtune.errors import UserError
-from vramtune.machine import default_cache_dir
+from vramtune.machine import default_cache_dir, mem_fraction_var
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import measure_overhead_bytes
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.records import Purpose, TrialResult
+from vramtune.results.frame import runs_frame
+from vramtune.results.store import load_run
+from vramtune.tune.budgets import Emission, Measurements, choose_for_budget, merge_runs
 from vramtune.tune.planner import Step
 from vramtune.tune.recommend import Objective, Recommendation, choose
 from vramtune.tune.sweep import PreparedSweep, SweepOptions, prepare
 from vramtune.tune.sweep import run_sweep as _run_sweep
-from vramtune.units import headroom_limit_bytes, parse_percent, parse_size
+from vramtune.units import headroom_limit_bytes, parse_percent, parse_size, parse_sizes
+from vramtune.views.configs import ConfigFormat, render
 from vramtune.workload.configfile import load_config
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
 from vramtune.workload.sources import MANAGED_PPO_KEYS
@@ -256,3 +261,57 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
     nvml = nvml if nvml is not None else Nvml()
     overhead = measure_overhead_bytes(nvml) if nvml.available else None
     return run_trial(request, on_event, nvml=nvml, overhead_bytes=overhead)
+
+
+def load_runs(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+    """Saved sweeps as one pandas DataFrame, one row per trial, units in column names;
+    unmeasured figures are <NA>, never 0."""
+    items = [paths] if isinstance(paths, str | Path) else list(paths)
+    if not items:
+        raise UserError("load_runs needs at least one run directory")
+    return runs_frame([load_run(p) for p in items])
+
+
+@dataclass(frozen=True)
+class EmittedConfig:
+    """One budget's tuned config: the YAML text, or why there is none."""
+
+    budget_bytes: int | None
+    emission: Emission
+    text: str | None  # None when nothing measured fits (emission.error says why)
+
+
+def emit_config(run_dirs: str | Path | Sequence[str | Path], *,
+                gpu_mem: str | int | Sequence[str | int] | None = None,
+                objective: str | Objective = Objective.THROUGHPUT, headroom: Percent = None,
+                format: str | ConfigFormat = ConfigFormat.BRAX, num_timesteps: int | None = None,
+                hydra_prefix: str = "ppo") -> tuple[Measurements, list[EmittedConfig]]:
+    """Tuned configs from measured trials only, one per budget (None: the sweep's own cap).
+    Pure: nothing is written; the CLI decides where the texts go."""
+    items = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
+    if isinstance(gpu_mem, str):
+        budgets: list[int | None] = list(dict.fromkeys(parse_sizes(gpu_mem, what="--gpu-mem")))
+    elif gpu_mem is None:
+        budgets = [None]
+    elif isinstance(gpu_mem, int):
+        budgets = [as_bytes(gpu_mem)]
+    else:
+        budgets = list(dict.fromkeys(as_bytes(b) for b in gpu_mem))
+    if num_timesteps is not None and (isinstance(num_timesteps, bool) or num_timesteps < 1):
+        raise UserError(f"--num-timesteps must be a positive integer, got {num_timesteps}")
+    try:
+        fmt_ = ConfigFormat(format)
+    except ValueError:
+        raise UserError(f"unknown format {format!r}: expected one of "
+                        f"{', '.join(f.value for f in ConfigFormat)}") from None
+    source = merge_runs([load_run(d) for d in items])
+    goal = as_objective(objective) or Objective.THROUGHPUT
+    var = mem_fraction_var()
+    out: list[EmittedConfig] = []
+    for budget in budgets:
+        emission = choose_for_budget(source, budget, goal, as_fraction(headroom))
+        text = None if emission.error else render(source, emission, fmt_, mem_fraction_var=var,
+                                                  num_timesteps=num_timesteps,
+                                                  hydra_prefix=hydra_prefix)
+        out.append(EmittedConfig(emission.budget_bytes, emission, text))
+    return source, out

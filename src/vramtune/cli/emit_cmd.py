@@ -7,14 +7,14 @@ from typing import Annotated
 
 import typer
 
-from vramtune import machine
+from vramtune import api
 from vramtune.cli.common import console, err_console
 from vramtune.errors import UserError
 from vramtune.results.store import RESULTS_FILE, load_run
-from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements, choose_for_budget, merge_runs
+from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
 from vramtune.tune.recommend import Objective
-from vramtune.units import SIZE_HELP, budget_label, parse_percent, parse_sizes
-from vramtune.views.configs import ConfigFormat, hydra_overrides, markdown_table, output_name, render
+from vramtune.units import SIZE_HELP, budget_label
+from vramtune.views.configs import ConfigFormat, hydra_overrides, markdown_table, output_name
 
 RUNS_DIR = Path("vramtune-runs")
 
@@ -89,32 +89,26 @@ def emit_config(
         help="Hydra: the config key the PPO settings live under.")] = "ppo",
 ) -> None:
     """Write tuned configs from measured trials only; exit 1 if a budget cannot be served."""
-    budgets: list[int | None] = list(dict.fromkeys(parse_sizes(gpu_mem, what="--gpu-mem"))) \
-        if gpu_mem is not None else [None]
-    headroom_fraction = parse_percent(headroom, what="--headroom") if headroom is not None else None
-    if num_timesteps is not None and num_timesteps < 1:
-        raise UserError(f"--num-timesteps must be a positive integer, got {num_timesteps}")
     if not run_dirs:
         run_dirs = [newest_run()]
         _say(f"using the newest run: {run_dirs[0]}")
-    runs = [load_run(d) for d in run_dirs]
-    for run in runs:
-        for warning in run.warnings:
+    for directory in run_dirs:
+        for warning in load_run(directory).warnings:
             _say(f"warning: {warning}")
-    source = merge_runs(runs)
-    emissions = [choose_for_budget(source, b, objective, headroom_fraction) for b in budgets]
+    source, configs = api.emit_config(run_dirs, gpu_mem=gpu_mem, objective=objective,
+                                      headroom=headroom, format=format_,
+                                      num_timesteps=num_timesteps, hydra_prefix=hydra_prefix)
+    emissions = [c.emission for c in configs]
     files, table = _targets(source, emissions, format_, output)
-    var = machine.mem_fraction_var()
     failed = False
     said: set[str] = set()
-    for emission, file in zip(emissions, files, strict=True):
+    for config, file in zip(configs, files, strict=True):
+        emission, text = config.emission, config.text
         tag = f"{budget_label(emission.budget_bytes)}: " if len(emissions) > 1 else ""
-        if emission.error:
+        if emission.error or text is None:
             failed = True
             _say(f"error: budget {budget_label(emission.budget_bytes)}: {emission.error}")
             continue
-        text = render(source, emission, format_, mem_fraction_var=var,
-                      num_timesteps=num_timesteps, hydra_prefix=hydra_prefix)
         for notice in emission.notices:
             if notice == CPU_NOTICE:  # the same for every budget: say it once
                 if notice not in said:

@@ -8,11 +8,11 @@ number that was never run must not look like one that was.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vramtune.errors import UserError
-from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult, any_gpu, memory_kind
+from vramtune.records import FAILED_BY_MEMORY, Purpose, Status, TrialResult, any_gpu, memory_kind
 from vramtune.results.frame import one_per_size
 from vramtune.results.store import Run
 from vramtune.tune.recommend import Objective, Recommendation, choose
@@ -37,6 +37,7 @@ class Measurements:
     headroom_fraction: float
     results: tuple[TrialResult, ...]
     sweep_budget_bytes: tuple[int | None, ...]  # each run's cap (None: uncapped)
+    every_result: tuple[TrialResult, ...] = ()  # all records, repeats and confirmations too
 
     @property
     def on_gpu(self) -> bool:
@@ -88,7 +89,8 @@ def merge_runs(runs: Sequence[Run]) -> Measurements:
         profile_hash=first.header.profile_hash, device=first.header.device,
         created=first.header.created, headroom_fraction=first.header.headroom_fraction,
         results=one_per_size(res for run in runs for res in run.results),
-        sweep_budget_bytes=tuple(r.header.budget_bytes for r in runs))
+        sweep_budget_bytes=tuple(r.header.budget_bytes for r in runs),
+        every_result=tuple(res for run in runs for res in run.results))
 
 
 def _largest_cap(source: Measurements) -> tuple[bool, int | None]:
@@ -138,7 +140,21 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
                            f"fits: larger sizes were never tried; a sweep with a higher "
                            f"--max-envs may find a faster one")
         change = optimisation_change(source.profile, chosen)
+        rec = replace(rec, confirmation=confirmation_for(source, chosen.num_envs,
+                                                          rec.limit_bytes))
     return Emission(budget_bytes, headroom, rec, tuple(notices), error, change)
+
+
+def confirmation_for(source: Measurements, num_envs: int,
+                     limit_bytes: int | None) -> TrialResult | None:
+    """A long confirming run of this size that passed under a cap no larger than the
+    budget's line: it proves this budget too. None if no such run exists."""
+    for r in source.every_result:
+        if (r.num_envs == num_envs and r.purpose is Purpose.CONFIRM and r.status is Status.OK
+                and (limit_bytes is None or (r.cap_bytes is not None
+                                             and r.cap_bytes <= limit_bytes))):
+            return r
+    return None
 
 
 def _nothing_fits(source: Measurements, rec: Recommendation, mem: str) -> str:

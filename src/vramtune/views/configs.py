@@ -11,9 +11,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
-import yaml
-
-from vramtune import fmt
+from vramtune import fmt, yamlio
 from vramtune.errors import UserError
 from vramtune.measure.cap import DEFAULT_GPU_FRACTION
 from vramtune.records import TrialResult
@@ -97,6 +95,12 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
              f"measured: peak {format_bytes(chosen.peak_bytes)} {mem} ({_peak_source(chosen)}), "
              f"{fmt.rate(chosen.steps_per_s)} steps/s (median of {chosen.measured_intervals} "
              f"intervals, compile excluded), compile {fmt.seconds(chosen.compile_s)}"]
+    confirmed = emission.recommendation.confirmed_line
+    budget_flag = (f" --gpu-mem {budget_label(emission.budget_bytes)}"
+                   if emission.budget_bytes is not None else "")
+    lines.append(confirmed if confirmed else
+                 f"not confirmed by a long run: `vramtune verify THIS_FILE{budget_flag}` trains "
+                 f"it 100 training steps under the same cap before you commit days to it")
     for r in source.results:
         if r is not chosen:
             lines.append(f"  num_envs={r.num_envs}: {r.status}, peak {format_bytes(r.peak_bytes)}, "
@@ -134,20 +138,8 @@ def _comment(lines: Sequence[str]) -> str:
     return "".join(f"# {line}".rstrip() + "\n" for line in lines)
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block mappings (one setting a line, easy to diff), lists of numbers inline."""
-
-
-def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
-    flow = all(not isinstance(v, dict | list) for v in data)
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
-
-
-_Dumper.add_representer(list, _represent_list)
-
-
 def _dump(data: dict[str, Any]) -> str:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100)
+    return yamlio.dump(data)
 
 
 

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from vramtune import yamlio
 from vramtune.errors import UserError
 from vramtune.workload.build import _jsonable, _playground_ppo_config, _playground_suite
 from vramtune.workload.sources import (
@@ -126,15 +127,7 @@ def canonical_profile(env: str, backend: str | None = None) -> tuple[dict[str, A
 
 def render_profile_yaml(data: Mapping[str, Any], origin: str, versions: Mapping[str, str]) -> str:
     """The starter profile as commented YAML (block mappings, lists inline)."""
-    import yaml
 
-    class Dumper(yaml.SafeDumper):
-        pass
-
-    def flow_list(dumper: yaml.SafeDumper, value: list[Any]) -> yaml.Node:
-        return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=True)
-
-    Dumper.add_representer(list, flow_list)
     used = ", ".join(f"{k} {v}" for k, v in versions.items())
     header = [
         f"# Starter profile for {data['env']}, written by `vramtune init-profile`.",
@@ -145,8 +138,7 @@ def render_profile_yaml(data: Mapping[str, Any], origin: str, versions: Mapping[
         "# network: hidden layer sizes, activation (a jax.nn name), obs keys.",
         "# Evaluation runs as in your training (brax: run_evals, num_eval_envs): its memory counts.",
     ]
-    body = yaml.dump(dict(data), Dumper=Dumper, sort_keys=False, default_flow_style=False,
-                     width=1000)
+    body = yamlio.dump(dict(data), width=1000)
     return "\n".join(header) + "\n" + body
 
 

@@ -34,7 +34,7 @@ PROFILE = {
     "episode_length": 100, "num_envs": 128, "max_envs": 2048, "scaling": "hold-num-minibatches",
     "ppo": {"batch_size": 128, "num_minibatches": 4, "unroll_length": 10,
             "num_updates_per_batch": 1, "learning_rate": 3.0e-4, "entropy_cost": 1.0e-2,
-            "discounting": 0.97, "normalize_observations": True, "run_evals": False},
+            "discounting": 0.97, "normalize_observations": True},
     "network": {"policy_hidden_layer_sizes": [256, 256], "value_hidden_layer_sizes": [256, 256]},
 }
 
