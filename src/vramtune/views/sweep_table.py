@@ -12,18 +12,21 @@ from collections.abc import Sequence
 import pandas as pd
 
 from vramtune import fmt
-from vramtune.records import TrialResult, any_gpu
+from vramtune.records import Purpose, Status, TrialResult, any_gpu
 from vramtune.results.frame import to_python, trials_frame
 from vramtune.tune.recommend import Recommendation
 from vramtune.units import format_bytes
 from vramtune.views.tables import Column, Table
 
-RAW_COLUMNS = ("num_envs", "batch_size", "num_minibatches", "status", "alloc_peak_bytes",
-               "process_peak_bytes", "host_peak_bytes", "budget_share", "compile_s",
+RAW_COLUMNS = ("num_envs", "batch_size", "num_minibatches", "purpose", "status",
+               "alloc_peak_bytes", "process_peak_bytes", "host_peak_bytes", "capped_peak_bytes",
+               "cap_bytes", "budget_share", "compile_s",
                "steps_per_s", "steps_per_s_per_env", "relative_speed", "recommended", "reason")
 """The CSV/JSON columns: alloc = JAX allocator live peak (GPU only); process = NVML per
-process, else the allocator pool (GPU only); host = exact peak RSS; budget_share = peak /
-budget; relative_speed = steps/s over the best the recommender could choose."""
+process, else the allocator pool (GPU only); host = exact peak RSS; capped = the figure the
+cap counts (CPU: peak data segment under RLIMIT_DATA; GPU: the allocator pool) and cap_bytes
+what it was capped at; purpose = search, repeat or confirm (the long run); budget_share =
+peak / budget; relative_speed = steps/s over the best the recommender could choose."""
 
 
 def comparison_frame(results: Sequence[TrialResult], rec: Recommendation,
@@ -37,10 +40,12 @@ def comparison_frame(results: Sequence[TrialResult], rec: Recommendation,
     steps = trials["steps_per_s"]
     frame = pd.DataFrame({
         "num_envs": trials["num_envs"], "batch_size": trials["batch_size"],
-        "num_minibatches": trials["num_minibatches"], "status": trials["status"],
+        "num_minibatches": trials["num_minibatches"], "purpose": trials["purpose"],
+        "status": trials["status"],
         "alloc_peak_bytes": trials["jax_peak_bytes_in_use"],
         "process_peak_bytes": trials["process_peak_bytes"],
         "host_peak_bytes": trials["host_peak_rss_bytes"],
+        "capped_peak_bytes": trials["cap_figure_bytes"], "cap_bytes": trials["cap_bytes"],
         "budget_share": (trials["peak_bytes"] / budget_bytes if budget_bytes
                          else pd.array([None] * len(trials), dtype="Float64")),
         "compile_s": trials["compile_s"], "steps_per_s": steps,
@@ -49,18 +54,35 @@ def comparison_frame(results: Sequence[TrialResult], rec: Recommendation,
                            else pd.array([None] * len(trials), dtype="Float64")),
         "recommended": pd.array([rec.chosen is not None and r is rec.chosen for r in ordered],
                                 dtype="boolean"),
-        "reason": pd.array([rec.reasons.get(r.num_envs, "") for r in ordered], dtype="string"),
+        "reason": pd.array([row_reason(r, rec) for r in ordered], dtype="string"),
     })
     return frame[list(RAW_COLUMNS)]
+
+
+def row_reason(r: TrialResult, rec: Recommendation) -> str:
+    """Why this row: the recommender's word for its size, or what a repeat / long run was."""
+    if r.purpose is Purpose.CONFIRM:
+        what = f"confirming run, {r.training_steps or fmt.NA} training steps"
+        if r.status is Status.OK:
+            return what + (": passed" if rec.confirmation is r else "")
+        return f"{what}: {r.status}, so the boundary moved below {r.num_envs}"
+    if r.purpose is Purpose.REPEAT:
+        return "repeat at the edge" + ("" if r.status is Status.OK else
+                                       f": {r.status}, so the boundary moved below it")
+    if rec.chosen is not None and r is not rec.chosen and r.num_envs == rec.chosen.num_envs:
+        return "same size as the recommended row"
+    return rec.reasons.get(r.num_envs, "")
 
 
 def _columns(gpu: bool) -> tuple[Column, ...]:
     """Headers that say which memory each column is: VRAM on GPU, host RAM on CPU."""
     return (Column("num_envs", "num_envs", "right"), Column("batch", "batch"),
-            Column("status", "status"),
+            Column("run", "run", optional=True), Column("status", "status"),
             Column("alloc_peak", "alloc peak (VRAM)", "right", optional=True),
             Column("process_peak", "process peak (VRAM)", "right", optional=True),
             Column("host_peak", "host peak (RAM)", "right"),
+            Column("capped", "capped (VRAM pool)" if gpu else "capped (data seg.)", "right",
+                   optional=True),
             Column("budget_share", "% budget" if gpu else "% budget (host)", "right",
                    optional=True),
             Column("compile_s", "compile s", "right"), Column("steps_per_s", "steps/s", "right"),
@@ -82,10 +104,17 @@ def sweep_table(results: Sequence[TrialResult], rec: Recommendation,
     for i in range(len(raw)):
         batch = (f"{col['batch_size'][i]} x {col['num_minibatches'][i]}"
                  if col["batch_size"][i] else fmt.NA)
+        purpose = col["purpose"][i]
+        capped = col["capped_peak_bytes"][i]
+        cap = col["cap_bytes"][i]
         rows.append([f"{'* ' if col['recommended'][i] else ''}{col['num_envs'][i]}", batch,
+                     "" if purpose in (None, "search") else purpose,
                      col["status"][i], format_bytes(col["alloc_peak_bytes"][i]),
                      format_bytes(col["process_peak_bytes"][i]),
-                     format_bytes(col["host_peak_bytes"][i]), fmt.percent(col["budget_share"][i]),
+                     format_bytes(col["host_peak_bytes"][i]),
+                     "" if capped is None else (format_bytes(capped)
+                                                + (f" / {format_bytes(cap)}" if cap else "")),
+                     fmt.percent(col["budget_share"][i]),
                      _number(col["compile_s"][i], ".1f"), fmt.rate(col["steps_per_s"][i]),
                      _number(col["steps_per_s_per_env"][i], ",.1f"),
                      fmt.percent(col["relative_speed"][i]), col["reason"][i]])

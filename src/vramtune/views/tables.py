@@ -80,7 +80,7 @@ class Table:
     def without_empty_optional(self) -> Table:
         """Leave out optional columns in which no row has a figure (for narrow terminals)."""
         keep = tuple(c for c in self.columns
-                     if not (c.optional and all(v == NA for v in self.cells[c.key])))
+                     if not (c.optional and all(v in (NA, "") for v in self.cells[c.key])))
         return replace(self, columns=keep)
 
     def to_markdown(self) -> str:
