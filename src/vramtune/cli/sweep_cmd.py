@@ -183,7 +183,7 @@ def sweep(
                                                "the chosen size once instead.")] = True,
     confirm_steps: Annotated[int | None, typer.Option(
         "--confirm-steps", help="Training steps of the confirming run (default: 10x the "
-                                "trial's, at least 100).")] = None,
+                                "trial's, at least 50).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the final JSON summary.")]
     = False,
 ) -> None:

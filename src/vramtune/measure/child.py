@@ -116,11 +116,12 @@ def _pool_peak_bytes() -> int | None:
     return int(max(values)) if values else None
 
 
-def steady(history: list[int | None], intervals: int) -> bool:
-    """The capped figure's peak has not grown over the last ``intervals`` progress calls."""
+def steady(history: list[int | None], intervals: int, tolerance: float = 0.0) -> bool:
+    """The capped figure's peak grew by at most ``tolerance`` over the last ``intervals``
+    progress calls."""
     if len(history) <= intervals or history[-1] is None or history[-1 - intervals] is None:
         return False
-    return history[-1] <= history[-1 - intervals]
+    return history[-1] <= history[-1 - intervals] * (1 + tolerance)
 
 
 _IMPORTLIB = os.path.dirname(importlib.__file__) + os.sep
@@ -246,7 +247,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                                 and window >= measure.min_window_s)
             memory_ready = (state["steps"] >= measure.min_training_steps
                             and (not run_evals or state["evals"] >= measure.min_evals)
-                            and steady(history, measure.steady_intervals))
+                            and steady(history, measure.steady_intervals, measure.steady_tolerance))
             if (throughput_ready and memory_ready) or measured >= measure.max_intervals:
                 raise _Enough()
 
@@ -262,7 +263,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         if len(rates) < measure.min_intervals and not fixed_steps:
             raise RuntimeError(f"training ended after {len(marks)} progress reports; "
                                f"{measure.min_intervals} steady intervals were needed")
-        result.update(status="ok", memory_steady=steady(history, measure.steady_intervals))
+        result.update(status="ok", memory_steady=steady(
+            history, measure.steady_intervals, measure.steady_tolerance))
         if rates:
             timed = marks[measure.warmup_intervals:]
             result.update(steps_per_s=statistics.median(rates),

@@ -229,7 +229,7 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
 
 
 CONFIRM_FACTOR = 10  # a confirming run trains 10x a trial's training steps...
-MIN_CONFIRM_STEPS = 100  # ...and at least as long as the fidelity benchmark's user runs
+MIN_CONFIRM_STEPS = 50  # ...and at least 10 epochs of 5 steps: memory is steady by epoch 4-8
 
 
 def confirm_steps(config: SweepConfig, chosen: TrialResult) -> int:
