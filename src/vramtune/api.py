@@ -91,7 +91,7 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
                   max_envs: int | None = None, refine: int | None = None,
                   objective: str | Objective | None = None, out: str | Path | None = None,
                   resume: str | Path | None = None, timeout_s: float | None = None,
-                  cache: bool = True, standby: bool = True, confirm: bool = True,
+                  cache: bool = True, standby: bool = True, confirm: bool | None = None,
                   confirm_steps: int | None = None,
                   nvml: Nvml | None = None) -> PreparedSweep:
     """Everything before the first trial; ``run_prepared`` then runs it. Split in two so a
@@ -129,7 +129,7 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
           refine: int | None = None, objective: str | Objective | None = None,
           out: str | Path | None = None, resume: str | Path | None = None,
           timeout_s: float | None = None, cache: bool = True, standby: bool = True,
-          confirm: bool = True, confirm_steps: int | None = None,
+          confirm: bool | None = None, confirm_steps: int | None = None,
           on_event: EventCallback | None = None) -> SweepOutcome:
     """Doubling num_envs under the budget, then refinement; the measured pick.
 
@@ -205,8 +205,8 @@ def verification_profile(config_path: str | Path, profile: str | Path | Profile 
     origin = "--profile"
     emitted: dict[str, Any] = {}
     if profile is None:
-        first = path.read_text(encoding="utf-8").splitlines()[:1]
-        match = _EMITTED.match(first[0]) if first else None
+        head = path.read_text(encoding="utf-8").splitlines()[:3]  # hydra: '# @package' first
+        match = next((m for m in map(_EMITTED.match, head) if m), None)
         if match is None:
             raise UserError(f"{path}: not a file vramtune emitted; name the workload it trains "
                             f"with --profile (a built-in name or a profile YAML)")
@@ -218,6 +218,9 @@ def verification_profile(config_path: str | Path, profile: str | Path | Profile 
         origin = f"profile {name} named in the file"
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         emitted = data if isinstance(data, dict) else {}
+        if isinstance(emitted.get("ppo_params"), dict):  # --format playground
+            emitted = {"ppo": {k: v for k, v in emitted["ppo_params"].items()
+                               if k != "network_factory"}}
     base = profile if isinstance(profile, Profile) else load_profile(profile)
     data = base.to_dict()
     ppo = {**data["ppo"], **{k: v for k, v in (emitted.get("ppo") or {}).items()
@@ -251,7 +254,8 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
     prof, _ = verification_profile(config_path, profile)
     limit = headroom_limit_bytes(budget_bytes, fraction)
     request = TrialRequest(prof, prof.num_envs, budget_bytes=budget_bytes, cap_bytes=limit,
-                           timeout_s=timeout_s if timeout_s is not None else prof.timeout_s * 10,
+                           timeout_s=(timeout_s if timeout_s is not None
+                                      else prof.timeout_s * max(10, steps / 5)),
                            compile_cache_dir=str(default_cache_dir() / "jax") if cache else None,
                            purpose=Purpose.CONFIRM, training_steps=steps)
     if request.profile.shape_for(request.num_envs) is None:

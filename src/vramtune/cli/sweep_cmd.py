@@ -178,9 +178,11 @@ def sweep(
     cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
     standby: Annotated[bool, typer.Option(help="Start (and import) the next trial's process "
                                                "while the current one compiles.")] = True,
-    confirm: Annotated[bool, typer.Option(help="Train the chosen config much longer under the "
-                                               "same cap before recommending it; off: repeat "
-                                               "the chosen size once instead.")] = True,
+    confirm: Annotated[bool | None, typer.Option(
+        "--confirm/--no-confirm", help="Train the chosen config much longer under the same cap "
+                                       "before recommending it (default; on --resume, what the "
+                                       "run had); off: repeat the chosen size once instead.")
+    ] = None,
     confirm_steps: Annotated[int | None, typer.Option(
         "--confirm-steps", help="Training steps of the confirming run (default: 10x the "
                                 "trial's, at least 50).")] = None,

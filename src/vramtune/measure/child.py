@@ -99,7 +99,10 @@ class _DataSegment(threading.Thread):
 
     def run(self) -> None:
         while True:
-            self.read()
+            try:
+                self.read()
+            except MemoryError:  # near the cap: the next read may succeed, keep sampling
+                pass
             time.sleep(0.02)
 
 

@@ -112,6 +112,7 @@ def invalid_result(request: TrialRequest, device_count: int = 1) -> TrialResult 
                        num_minibatches=profile.num_minibatches,
                        unroll_length=profile.unroll_length, budget_bytes=request.budget_bytes,
                        error_type="rule", error_message=message, versions=machine.versions(),
+                       purpose=request.purpose,
                        timestamp=utc_now())
 
 

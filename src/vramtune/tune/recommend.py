@@ -46,12 +46,22 @@ class Recommendation:
 
 
 def fits(result: TrialResult, limit_bytes: int | None) -> bool:
+    """An ok trial with throughput whose memory is proven under the line (``under_line``)."""
     if result.status is not Status.OK or result.steps_per_s is None:
         return False
-    if limit_bytes is None:
-        return True
-    peak = result.peak_bytes
-    return peak is not None and peak <= limit_bytes
+    return limit_bytes is None or under_line(result, limit_bytes) is True
+
+
+def under_line(result: TrialResult, limit_bytes: int) -> bool | None:
+    """Did this trial stay under ``limit_bytes``? True if it ran under a cap no larger (ok then
+    proves it), else compare the figure the cap counts (data segment / pool; RSS on CPU
+    runs below what RLIMIT_DATA counts, so comparing RSS with a smaller line proved nothing),
+    else the peak, for records that predate both. None: not measured."""
+    if result.cap_bytes is not None and result.cap_bytes <= limit_bytes:
+        peak = result.peak_bytes  # on GPU an NVML figure can still exceed it: outside the pool
+        return peak is None or peak <= limit_bytes or not result.is_gpu
+    figure = result.cap_figure_bytes if result.cap_figure_bytes is not None else result.peak_bytes
+    return None if figure is None else figure <= limit_bytes
 
 
 def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fraction: float,
@@ -62,7 +72,14 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     # confirming run) moves the boundary below it, and memory grows with num_envs, so every
     # larger size is past the boundary too, whatever it did once.
     edge = min((r.num_envs for r in rows if past_boundary(r, limit)), default=None)
-    candidates = [r for r in rows if fits(r, limit) and (edge is None or r.num_envs < edge)]
+    # A proof run (repeat or confirmation) that ended in an error proves nothing: its size
+    # stays unproven (the next smaller one is proven instead), the boundary stays put.
+    unproven = {r.num_envs for r in rows if r.purpose is not Purpose.SEARCH
+                and r.status is Status.ERROR}
+    # Ranked on search trials only: a confirming run's longer window must not change the pick
+    # it was run to prove; proof runs count for the boundary and the confirmation.
+    candidates = [r for r in rows if r.purpose is Purpose.SEARCH and fits(r, limit)
+                  and (edge is None or r.num_envs < edge) and r.num_envs not in unproven]
     best = max((r.steps_per_s or 0.0 for r in candidates), default=None)
     chosen: TrialResult | None = None
     if candidates and best is not None:
@@ -99,9 +116,8 @@ def past_boundary(result: TrialResult, limit_bytes: int | None) -> bool:
     """Ran out of memory, crashed or timed out, or peaked over the headroom line."""
     if result.status in (Status.OOM, Status.CRASH, Status.TIMEOUT):
         return True
-    peak = result.peak_bytes
-    return (result.status is Status.OK and limit_bytes is not None and peak is not None
-            and peak > limit_bytes)
+    return (result.status is Status.OK and limit_bytes is not None
+            and under_line(result, limit_bytes) is False)
 
 
 def ties(r: TrialResult, best: TrialResult) -> bool:
@@ -128,11 +144,12 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
     if r.steps_per_s is None:
         return "no throughput measured"
     if limit is not None:
-        peak = r.peak_bytes
-        if peak is None:
+        proven = under_line(r, limit)
+        if proven is None:
             return "peak memory not measured"
-        if peak > limit:
-            share = f"{peak / budget:.0%} of budget" if budget else "over the limit"
+        if proven is False:
+            figure = r.cap_figure_bytes if r.cap_figure_bytes is not None else r.peak_bytes
+            share = f"{figure / budget:.0%} of budget" if budget and figure else "over the limit"
             return f"over headroom ({share})"
     if edge is not None and r.num_envs >= edge:
         return (f"fit once, but a run at {edge} envs failed" if r.num_envs > edge

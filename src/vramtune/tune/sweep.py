@@ -117,7 +117,7 @@ class SweepOptions:
     timeout_s: float | None = None
     cache: bool = True
     standby: bool = True
-    confirm: bool = True
+    confirm: bool | None = None  # None: on, or on resume what the run had
     confirm_steps: int | None = None
 
 
@@ -163,6 +163,7 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     previous: Run | None = None
     start, max_envs, refine, objective = o.start, o.max_envs, o.refine, o.objective
     budget_bytes, headroom = o.budget_bytes, o.headroom_fraction
+    confirm, confirm_n = o.confirm, o.confirm_steps
     if o.resume is not None:
         previous = load_run(o.resume)
         header = previous.header
@@ -172,6 +173,12 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
         if o.budget_bytes is not None and o.budget_bytes != header.budget_bytes:
             raise UserError(f"--gpu-mem differs from the budget {o.resume} was measured with "
                             f"({format_bytes(header.budget_bytes)}); start a new sweep instead")
+        if headroom is not None and abs(headroom - header.headroom_fraction) > 1e-9:
+            # Its trials ran under budget x (1 - its headroom): another headroom is another
+            # cap, and trials measured under the old one prove nothing about the new.
+            raise UserError(f"--headroom differs from the {header.headroom_fraction:.0%} "
+                            f"{o.resume} was measured with; start a new sweep instead "
+                            f"(`vramtune report --headroom` re-chooses without new trials)")
         prof = profile_from_dict(header.profile, source=str(o.resume))
         budget_bytes = header.budget_bytes
         if headroom is None:
@@ -182,6 +189,10 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
         refine = searched.get("refine") if refine is None else refine
         if objective is None and searched.get("objective"):
             objective = Objective(searched["objective"])
+        if confirm is None:
+            confirm = bool(searched.get("confirm", True))
+        if confirm_n is None:
+            confirm_n = searched.get("confirm_steps")
     else:
         prof = _as_profile(o.profile)
     headroom = DEFAULT_HEADROOM_FRACTION if headroom is None else headroom
@@ -195,20 +206,22 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
         raise UserError(f"--start {start} is above --max-envs {max_envs}")
     nvml = nvml if nvml is not None else Nvml()
     overhead = measure_overhead_bytes(nvml) if budget_bytes and nvml.available else None
-    if o.confirm_steps is not None and o.confirm_steps < 1:
-        raise UserError(f"--confirm-steps must be a positive integer, got {o.confirm_steps}")
+    confirm = True if confirm is None else confirm
+    if confirm_n is not None and (isinstance(confirm_n, bool) or not isinstance(confirm_n, int)
+                                  or not 1 <= confirm_n <= 1_000_000):
+        raise UserError(f"--confirm-steps must be an integer from 1 to 1000000, got {confirm_n}")
     config = SweepConfig(prof, budget_bytes, headroom, start, max_envs, refine,
                          timeout_s=o.timeout_s,
                          compile_cache_dir=str(default_cache_dir() / "jax") if o.cache else None,
-                         objective=objective, confirm=o.confirm, confirm_steps=o.confirm_steps)
+                         objective=objective, confirm=confirm, confirm_steps=confirm_n)
     # Trials run under budget x (1 - headroom): an ok trial has then proven the headroom
     # whatever its peak's jitter, and on CPU the cap counts the data segment, which runs
     # above RSS, so a peak compared with a line after the fact proved nothing.
     cap = plan_cap(config.limit_bytes, nvml, overhead)
     header = make_header(config, nvml, cap.description,
                          {"start": start, "max_envs": max_envs, "refine": refine,
-                          "objective": str(objective), "confirm": o.confirm,
-                          "confirm_steps": o.confirm_steps})
+                          "objective": str(objective), "confirm": confirm,
+                          "confirm_steps": confirm_n})
     state = SweepState()
     warnings: list[str] = []
     if previous is not None:
@@ -248,6 +261,12 @@ def confirm_timeout_s(config: SweepConfig, chosen: TrialResult, steps: int) -> f
     return max(floor, 3 * (compile_s + per_step * steps))
 
 
+def _proof_basis(results: Sequence[TrialResult], num_envs: int) -> TrialResult:
+    """The search trial a proof run of this size is sized from (its training steps)."""
+    return max((r for r in results if r.num_envs == num_envs and r.status is Status.OK
+                and r.purpose is Purpose.SEARCH), key=lambda r: r.training_steps or 0)
+
+
 def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | None:
     """After the search: prove the chosen size, or None when it is proven.
 
@@ -264,11 +283,11 @@ def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | Non
     if config.confirm:
         if any(r.purpose is Purpose.CONFIRM for r in same):
             return None
-        steps = confirm_steps(config, rec.chosen)
+        steps = confirm_steps(config, _proof_basis(results, n))
         return Step(Phase.CONFIRMING, n, f"confirming {n} envs: {steps} training steps, "
                                          f"evaluation as in training")
-    if sum(1 for r in same if r.status is Status.OK) >= 2:
-        return None
+    if any(r.purpose is Purpose.REPEAT for r in same):
+        return None  # proven (or not: choose() then moved on); one repeat per size
     return Step(Phase.REPEATING, n, f"repeating {n} envs: a size fits only if it fits again")
 
 
@@ -292,8 +311,7 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
     assert step.num_envs is not None
     purpose, steps, timeout_s = Purpose.SEARCH, None, config.timeout_s
     if step.phase is Phase.CONFIRMING:
-        chosen = max((r for r in results if r.num_envs == step.num_envs
-                      and r.status is Status.OK), key=lambda r: r.training_steps or 0)
+        chosen = _proof_basis(results, step.num_envs)
         purpose, steps = Purpose.CONFIRM, confirm_steps(config, chosen)
         timeout_s = confirm_timeout_s(config, chosen, steps)
     elif step.phase is Phase.REPEATING:

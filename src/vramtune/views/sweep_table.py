@@ -65,13 +65,19 @@ def row_reason(r: TrialResult, rec: Recommendation) -> str:
         what = f"confirming run, {r.training_steps or fmt.NA} training steps"
         if r.status is Status.OK:
             return what + (": passed" if rec.confirmation is r else "")
-        return f"{what}: {r.status}, so the boundary moved below {r.num_envs}"
+        return f"{what}: {_proof_failure(r)}"
     if r.purpose is Purpose.REPEAT:
         return "repeat at the edge" + ("" if r.status is Status.OK else
-                                       f": {r.status}, so the boundary moved below it")
+                                       f": {_proof_failure(r)}")
     if rec.chosen is not None and r is not rec.chosen and r.num_envs == rec.chosen.num_envs:
         return "same size as the recommended row"
     return rec.reasons.get(r.num_envs, "")
+
+
+def _proof_failure(r: TrialResult) -> str:
+    if r.status in (Status.OOM, Status.CRASH, Status.TIMEOUT):
+        return f"{r.status}, so the boundary moved below {r.num_envs}"
+    return f"{r.status}, so {r.num_envs} stays unproven and a smaller size is proven instead"
 
 
 def _columns(gpu: bool) -> tuple[Column, ...]:

@@ -1,0 +1,69 @@
+"""Proving the pick (issue 10), as decisions over records: repeats, confirmations, caps.
+
+Pure: the records are built here; the sweep's real runs are in tests/integration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vramtune.records import Purpose, Status, TrialResult
+from vramtune.tune.recommend import Objective, choose
+from vramtune.tune.sweep import SweepConfig, edge_step, next_steps
+from vramtune.workload.profile import load_profile
+
+GB = 10**9
+CAP = int(1.2 * GB * 0.9)
+
+
+def r(n: int, status: Status = Status.OK, sps: float | None = 1000.0, *, data_gb: float = 0.9,
+      purpose: Purpose = Purpose.SEARCH, cap: int | None = CAP, lo: float | None = None,
+      hi: float | None = None, steps: int = 6) -> TrialResult:
+    ok = status is Status.OK
+    return TrialResult(status=status, profile="quick", profile_hash="h", num_envs=n,
+                       batch_size=n, num_minibatches=4, backend="cpu",
+                       steps_per_s=sps if ok else None,
+                       steps_per_s_min=(lo if lo is not None else sps) if ok else None,
+                       steps_per_s_max=(hi if hi is not None else sps) if ok else None,
+                       host_peak_rss_bytes=int(data_gb * 0.9 * GB),
+                       host_peak_data_bytes=int(data_gb * GB), budget_bytes=int(1.2 * GB),
+                       cap_bytes=cap, purpose=purpose, training_steps=steps)
+
+
+def _config(confirm: bool) -> SweepConfig:
+    return SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 256, 1024, 0, confirm=confirm,
+                       objective=Objective.MAX_ENVS)
+
+
+def test_a_repeat_that_errors_ends_the_proof_and_the_size_stays_unproven():
+    # review finding: with --no-confirm a repeat ending in error was planned again forever
+    results = [r(256), r(512), r(1024, Status.OOM),
+               r(512, Status.ERROR, purpose=Purpose.REPEAT)]
+    config = _config(confirm=False)
+    step = edge_step(config, results)
+    assert step is not None and step.num_envs == 256  # 512 unproven: the next smaller is proven
+    results.append(r(256, purpose=Purpose.REPEAT))
+    assert edge_step(config, results) is None
+    assert next_steps(config, results, config.space()) == []
+    assert choose(results, int(1.2 * GB), 0.1, Objective.MAX_ENVS).chosen.num_envs == 256
+
+
+def test_a_passing_confirmation_does_not_change_the_pick_it_proved():
+    # review finding: a faster confirm row re-ranked the sizes and started another long run
+    results = [r(256, sps=1000, lo=900, hi=1100), r(512, sps=1150, lo=1050, hi=1250),
+               r(1024, sps=1200, lo=1120, hi=1300), r(2048, Status.OOM)]
+    first = choose(results, int(1.2 * GB), 0.1).chosen
+    results.append(r(first.num_envs, sps=1400, lo=1050, hi=1500, purpose=Purpose.CONFIRM))
+    again = choose(results, int(1.2 * GB), 0.1)
+    assert again.chosen is first and again.confirmation is results[-1]
+    assert edge_step(SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 256, 4096, 0),
+                     results) is None
+
+
+def test_a_smaller_budget_does_not_trust_rss_from_a_larger_cap():
+    # review finding: emit for 900 MB recommended a size whose data segment was 1.0 GB
+    run = r(512, data_gb=1.0)  # ran under 1.08 GB; RSS 0.9 GB, data segment 1.0 GB
+    assert choose([run], int(0.9 * GB), 0.1).chosen is None
+    assert choose([run], int(1.2 * GB), 0.1).chosen is run  # under its own cap it is proven
+    legacy = dataclasses.replace(run, cap_bytes=None, host_peak_data_bytes=None)
+    assert choose([legacy], int(1.2 * GB), 0.1).chosen is legacy  # old records: the peak
