@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from vramtune import machine
 from vramtune.measure.cap import Cap, plan_cap
 from vramtune.measure.nvml import Nvml
+from vramtune.measure.oom import cap_not_applied, classify_text, split_noise
 from vramtune.measure.process import (
     EventCallback,
     Standby,
@@ -38,17 +38,6 @@ from vramtune.workload.profile import Profile
 from vramtune.workload.rules import nearest_valid, violations
 
 DEFAULT_SAMPLE_INTERVAL_S = 0.1
-_OOM_PATTERNS = re.compile(
-    r"RESOURCE_EXHAUSTED|Out of memory|out of memory|OutOfMemory|std::bad_alloc|"
-    r"MemoryError|Cannot allocate memory|CUDA_ERROR_OUT_OF_MEMORY|"
-    # Warp (Playground's default MJX implementation) and the CUDA libraries allocate
-    # outside XLA and word it their own way.
-    r"Failed to allocate \d+ bytes|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED",
-    re.IGNORECASE)
-
-# Not why a trial died: XLA's cache loader warns about tuning flags on every hit, and mjx
-# reports the Warp import the child blocks on purpose for brax sources.
-_NOISE = re.compile(r"cpu_aot_loader|^Failed to import (mujoco_)?warp: import of warp halted|^\s*$")
 
 
 @dataclass(frozen=True)
@@ -70,28 +59,45 @@ class TrialRequest:
 
 def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
              output_tail: str) -> tuple[Status, str | None, str | None]:
-    """(status, error type, error message) from what the trial left behind."""
+    """(status, error type, error message) from what the trial left behind.
+
+    Out of memory only on a strong signal (``measure.oom``): the BFC allocator's "not a
+    failure" warning is noise, a driver allocation the allocator retried is a hint, and
+    cuBLAS failing to start under memory starvation is an OOM (jax-ml/jax#7118).
+    A CUDA plugin that never started means the GPU cap was never applied: an error.
+    """
     if timed_out:
         return Status.TIMEOUT, None, "killed at the time limit"
     if child is not None and child.status == "ok":
         return Status.OK, None, None
     if child is not None and child.status == "error":
         message = child.error_message or ""
-        status = Status.OOM if _OOM_PATTERNS.search(message) else Status.ERROR
+        not_applied = cap_not_applied(message)
+        if not_applied:
+            return Status.ERROR, child.error_type, f"cap not applied: {not_applied[0][1]}"
+        verdict = classify_text(message)
+        status = Status.OOM if verdict.strength == "strong" else Status.ERROR
         return status, child.error_type, message
     # No result: the process died under us.
-    tail = "\n".join(line for line in output_tail.splitlines()
-                     if line.strip() and not _NOISE.search(line))
-    if _OOM_PATTERNS.search(tail):
+    kept, _ = split_noise(output_tail)
+    tail = "\n".join(kept)
+    not_applied = cap_not_applied(tail)
+    verdict = classify_text(tail)
+    if verdict.strength == "strong":
         return Status.OOM, "process abort", tail[-2000:] or None
+    if not_applied:
+        return Status.ERROR, "cap not applied", f"cap not applied: {not_applied[0][1]}"
+    hint = (f" (after a recoverable allocation failure, a hint of memory pressure, not proof: "
+            f"{verdict.line})" if verdict.strength == "weak" else "")
     if exit_code is not None and exit_code < 0:
         try:
             name = signal.Signals(-exit_code).name
         except ValueError:
             name = f"signal {-exit_code}"
-        return Status.CRASH, name, (f"killed by {name}" + (f"; last output:\n{tail[-1500:]}"
-                                                          if tail else ""))
-    return Status.CRASH, f"exit code {exit_code}", tail[-2000:] or "exited without a result"
+        return Status.CRASH, name, (f"killed by {name}{hint}" + (f"; last output:\n{tail[-1500:]}"
+                                                                 if tail else ""))
+    return Status.CRASH, f"exit code {exit_code}", (hint.strip() + "\n" if hint else "") + \
+        (tail[-2000:] or "exited without a result")
 
 
 def invalid_result(request: TrialRequest, device_count: int = 1) -> TrialResult | None:
