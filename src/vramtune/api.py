@@ -21,7 +21,7 @@ import yaml
 from vramtune.errors import UserError
 from vramtune.machine import default_cache_dir, mem_fraction_var
 from vramtune.measure.nvml import Nvml
-from vramtune.measure.overhead import measure_overhead_bytes
+from vramtune.measure.overhead import DeviceFacts, measure_device
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.records import Purpose, TrialResult
@@ -92,7 +92,7 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
                   objective: str | Objective | None = None, out: str | Path | None = None,
                   resume: str | Path | None = None, timeout_s: float | None = None,
                   cache: bool = True, standby: bool = True, confirm: bool | None = None,
-                  confirm_steps: int | None = None,
+                  confirm_steps: int | None = None, devices: int | None = None,
                   nvml: Nvml | None = None) -> PreparedSweep:
     """Everything before the first trial; ``run_prepared`` then runs it. Split in two so a
     caller (the CLI) can keep what was measured when the run is interrupted."""
@@ -102,7 +102,8 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
                            out=Path(out) if out is not None else None,
                            resume=Path(resume) if resume is not None else None,
                            timeout_s=timeout_s, cache=cache, standby=standby,
-                           confirm=confirm, confirm_steps=confirm_steps)
+                           confirm=confirm, confirm_steps=confirm_steps,
+                           devices=as_devices(devices))
     return prepare(options, nvml=nvml)
 
 
@@ -130,6 +131,7 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
           out: str | Path | None = None, resume: str | Path | None = None,
           timeout_s: float | None = None, cache: bool = True, standby: bool = True,
           confirm: bool | None = None, confirm_steps: int | None = None,
+          devices: int | None = None,
           on_event: EventCallback | None = None) -> SweepOutcome:
     """Doubling num_envs under the budget, then refinement; the measured pick.
 
@@ -139,13 +141,27 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
     prepared = prepare_sweep(profile, gpu_mem=gpu_mem, headroom=headroom, start=start,
                              max_envs=max_envs, refine=refine, objective=objective, out=out,
                              resume=resume, timeout_s=timeout_s, cache=cache, standby=standby,
-                             confirm=confirm, confirm_steps=confirm_steps)
+                             confirm=confirm, confirm_steps=confirm_steps, devices=devices)
     return run_prepared(prepared, on_event)
+
+
+def as_devices(value: int | None) -> int | None:
+    """--devices: a positive integer, or None for the default (1, or a resumed run's)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"--devices must be a positive integer, got {value!r}")
+    return value
+
+
+def device_facts(nvml: Nvml) -> DeviceFacts:
+    """The per-process CUDA overhead and the runtime's device total, where there is a GPU."""
+    return measure_device(nvml) if nvml.available else DeviceFacts(None, None)
 
 
 def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None = None, *,
                   gpu_mem: Size = None, timeout_s: float | None = None,
-                  cache: bool = True) -> TrialRequest:
+                  cache: bool = True, devices: int | None = None) -> TrialRequest:
     """A validated trial request: every input checked before anything starts."""
     budget_bytes = as_bytes(gpu_mem)
     if timeout_s is not None and not (timeout_s > 0 and math.isfinite(timeout_s)):
@@ -155,24 +171,26 @@ def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None 
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise UserError(f"--num-envs must be a positive integer, got {num_envs}")
     return TrialRequest(prof, n, budget_bytes=budget_bytes, timeout_s=timeout_s,
-                        compile_cache_dir=str(default_cache_dir() / "jax") if cache else None)
+                        compile_cache_dir=str(default_cache_dir() / "jax") if cache else None,
+                        device_count=as_devices(devices) or 1)
 
 
 def run_request(request: TrialRequest, *, on_event: EventCallback | None = None,
                 nvml: Nvml | None = None) -> TrialResult:
-    """Run a validated request in its own subprocess, with the measured CUDA overhead."""
+    """Run a validated request in its own subprocess, with the measured CUDA overhead and
+    the runtime's device total."""
     nvml = nvml if nvml is not None else Nvml()
-    overhead = (measure_overhead_bytes(nvml) if request.budget_bytes and nvml.available
-                else None)
-    return run_trial(request, on_event, nvml=nvml, overhead_bytes=overhead)
+    facts = device_facts(nvml)
+    return run_trial(request, on_event, nvml=nvml, overhead_bytes=facts.overhead_bytes,
+                     runtime_total_bytes=facts.runtime_total_bytes)
 
 
 def trial(profile: str | Path | Profile = "quick", num_envs: int | None = None, *,
           gpu_mem: Size = None, timeout_s: float | None = None, cache: bool = True,
-          on_event: EventCallback | None = None) -> TrialResult:
+          devices: int | None = None, on_event: EventCallback | None = None) -> TrialResult:
     """One measured trial in its own subprocess (the profile's num_envs by default)."""
     request = trial_request(profile, num_envs, gpu_mem=gpu_mem, timeout_s=timeout_s,
-                            cache=cache)
+                            cache=cache, devices=devices)
     return run_request(request, on_event=on_event)
 
 
@@ -239,8 +257,8 @@ def verification_profile(config_path: str | Path, profile: str | Path | Profile 
 
 def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Profile | None = None,
            headroom: Percent = "10%", steps: int = 100, timeout_s: float | None = None,
-           cache: bool = True, on_event: EventCallback | None = None,
-           nvml: Nvml | None = None) -> TrialResult:
+           cache: bool = True, devices: int | None = None,
+           on_event: EventCallback | None = None, nvml: Nvml | None = None) -> TrialResult:
     """Train a config file's settings ``steps`` training steps, evaluation as configured,
     under the budget x (1 - headroom) cap the sweep uses; the record says if it fit."""
     budget_bytes = as_bytes(gpu_mem)
@@ -257,14 +275,17 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
                            timeout_s=(timeout_s if timeout_s is not None
                                       else prof.timeout_s * max(10, steps / 5)),
                            compile_cache_dir=str(default_cache_dir() / "jax") if cache else None,
-                           purpose=Purpose.CONFIRM, training_steps=steps)
-    if request.profile.shape_for(request.num_envs) is None:
+                           purpose=Purpose.CONFIRM, training_steps=steps,
+                           device_count=as_devices(devices) or 1)
+    if request.profile.shape_for(request.num_envs, request.device_count) is None:
         raise UserError(f"{config_path}: num_envs={prof.num_envs}, batch_size={prof.batch_size}, "
-                        f"num_minibatches={prof.num_minibatches} break Brax's batch rule; "
-                        f"`vramtune check {config_path}` shows the nearest valid settings")
+                        f"num_minibatches={prof.num_minibatches} break Brax's batch rule on "
+                        f"{request.device_count} device(s); `vramtune check {config_path} "
+                        f"--device-count {request.device_count}` shows the nearest valid settings")
     nvml = nvml if nvml is not None else Nvml()
-    overhead = measure_overhead_bytes(nvml) if nvml.available else None
-    return run_trial(request, on_event, nvml=nvml, overhead_bytes=overhead)
+    facts = device_facts(nvml)
+    return run_trial(request, on_event, nvml=nvml, overhead_bytes=facts.overhead_bytes,
+                     runtime_total_bytes=facts.runtime_total_bytes)
 
 
 def load_runs(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:

@@ -18,6 +18,10 @@ def percent(value: float | None) -> str:
     return NA if value is None else f"{value:.0%}"
 
 
+def _at(values: list[int | None] | None, i: int) -> int | None:
+    return values[i] if values is not None and i < len(values) else None
+
+
 def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
     """(label, value) pairs for one trial, memory labelled by what it is a peak of."""
     host = HOST_RAM  # host figures are host RAM on any backend
@@ -31,22 +35,40 @@ def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
         ("device", f"{r.device_kind or NA} x{r.device_count or NA} ({r.backend or NA})"),
         ("budget", format_bytes(r.budget_bytes) if r.budget_bytes else "none"),
         ("cap", r.cap or "none"),
+    ]
+    if r.cap_check:
+        rows.append(("cap in force (checked)", r.cap_check))
+    if r.device_uuids:
+        rows.append(("device UUIDs (CUDA runtime)", ", ".join(u or NA for u in r.device_uuids)))
+    rows += [
         ("compile (to steady state)", seconds(r.compile_s)),
-        ("steps/s (median)", rate(r.steps_per_s)),
+        ("steps/s (median)", rate(r.steps_per_s) + (
+            f" total, {rate(r.steps_per_s_per_device)} per device"
+            if (r.device_count or 1) > 1 and r.steps_per_s is not None else "")),
         ("steps/s range", f"{rate(r.steps_per_s_min)} .. {rate(r.steps_per_s_max)}"
          f" over {r.measured_intervals} intervals" if r.measured_intervals else NA),
     ]
     if r.is_gpu or r.jax_peak_bytes_in_use is not None:
         rows += [
-            ("VRAM live peak (JAX allocator)", format_bytes(r.jax_peak_bytes_in_use)),
-            ("VRAM pool peak (JAX allocator)", format_bytes(r.jax_peak_pool_bytes)),
-            ("VRAM allocator limit", format_bytes(r.jax_bytes_limit)),
+            ("VRAM live peak (JAX: bytes in use at once)", format_bytes(r.jax_peak_bytes_in_use)),
+            ("VRAM pool peak (JAX BFC pool: what the fraction caps)",
+             format_bytes(r.jax_peak_pool_bytes)),
+            ("VRAM pool limit (bytes_limit in force)", format_bytes(r.jax_bytes_limit)),
         ]
     if r.is_gpu or r.nvml_process_peak_bytes is not None or r.nvml_device_used_peak_bytes:
         rows += [
-            ("VRAM process peak (NVML)", format_bytes(r.nvml_process_peak_bytes)),
-            ("VRAM device used peak (NVML)", format_bytes(r.nvml_device_used_peak_bytes)),
+            ("VRAM process peak (NVML: what the card gave the trial)",
+             format_bytes(r.nvml_process_peak_bytes)),
+            ("VRAM outside the pool (NVML - pool: not capped)", format_bytes(r.outside_pool_bytes)),
+            ("VRAM device used peak (NVML, all processes)",
+             format_bytes(r.nvml_device_used_peak_bytes)),
         ]
+    if (r.device_count or 1) > 1 and r.is_gpu:
+        for i in range(r.device_count or 1):
+            rows.append((f"  device {i}: live / pool / NVML / outside", " / ".join(
+                format_bytes(_at(values, i)) for values in (
+                    r.jax_peak_bytes_in_use_per_device, r.jax_peak_pool_bytes_per_device,
+                    r.nvml_process_peak_bytes_per_device, r.outside_pool_bytes_per_device))))
     rows += [
         (f"{host} peak RSS (exact)", format_bytes(r.host_peak_rss_bytes)),
         (f"{host} process tree peak (sampled)", format_bytes(r.host_tree_rss_peak_bytes)),

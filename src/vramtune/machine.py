@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import socket
+import subprocess
+import sys
 from functools import cache
 from importlib import metadata, util
 from pathlib import Path
+from typing import Any
 
 _PACKAGES = {"jax": "jax", "jaxlib": "jaxlib", "brax": "brax", "mujoco": "mujoco",
              "mujoco_mjx": "mujoco-mjx", "playground": "playground", "vramtune": "vramtune"}
@@ -42,19 +46,55 @@ def machine_summary() -> dict[str, str | int]:
             "cpu_count": os.cpu_count() or 0, "platform": platform.platform()}
 
 
+_OPTIONS_SCRIPT = ("import json; from jaxlib import xla_client\n"
+                   "try:\n    print(json.dumps(xla_client.generate_pjrt_gpu_plugin_options()))\n"
+                   "except Exception as exc:\n"
+                   "    print(json.dumps({'error': f'{type(exc).__name__}: {exc}'}))")
+FRACTION_VARS = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
+
+
+def gpu_plugin_options(env: dict[str, str]) -> dict[str, Any]:
+    """What the CUDA plugin would be created with under ``env``: jaxlib's own
+    ``xla_client.generate_pjrt_gpu_plugin_options()`` (called by jax_plugins/cuda
+    ``initialize()``), run in a subprocess so the parent never imports jaxlib. Its ValueErrors
+    (both fraction variables, an unknown allocator, a fraction that is not a number) come
+    back as ``{"error": ...}``: the plugin would raise them and JAX would go on without CUDA.
+    Needs no GPU and no CUDA plugin: the function is in every jaxlib."""
+    proc = subprocess.run([sys.executable, "-c", _OPTIONS_SCRIPT], capture_output=True,
+                          text=True, env=env, timeout=120)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"jaxlib's xla_client could not be asked: {tail}"}
+    return json.loads(lines[-1])
+
+
+@cache
 def mem_fraction_var() -> str:
-    """The memory-fraction variable the installed jaxlib reads (setting both is an error
-    in some versions, so exactly one is set)."""
-    spec = util.find_spec("jaxlib")
-    if spec and spec.submodule_search_locations:
-        for folder in spec.submodule_search_locations:
-            source = Path(folder) / "xla_client.py"
-            try:
-                if "XLA_CLIENT_MEM_FRACTION" in source.read_text():
-                    return "XLA_CLIENT_MEM_FRACTION"
-            except OSError:
-                continue
-    return "XLA_PYTHON_CLIENT_MEM_FRACTION"
+    """The memory-fraction variable the installed jaxlib reads, asked of jaxlib itself:
+    XLA_CLIENT_MEM_FRACTION since openxla/xla PR #16457 (Aug 2024), the older
+    XLA_PYTHON_CLIENT_MEM_FRACTION before. Exactly one is ever set (0.9.2 rejects both).
+    Remembered per jaxlib version in the cache directory."""
+    version = versions().get("jaxlib", "unknown")
+    path = default_cache_dir() / "jaxlib-fraction-var.json"
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if known.get(version) in FRACTION_VARS:
+        return str(known[version])
+    env = {k: v for k, v in os.environ.items() if k not in FRACTION_VARS}
+    options = gpu_plugin_options({**env, "XLA_CLIENT_MEM_FRACTION": "0.123"})
+    var = ("XLA_CLIENT_MEM_FRACTION" if options.get("memory_fraction") == 0.123
+           else "XLA_PYTHON_CLIENT_MEM_FRACTION")
+    if "error" not in options:
+        known[version] = var
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(known, indent=1))
+        except OSError:
+            pass
+    return var
 
 
 def has_cuda_jax() -> bool:

@@ -66,10 +66,19 @@ class TrialResult:
     backend: str | None = None  # jax platform the child ran on: cpu, gpu
     device_kind: str | None = None
     device_count: int | None = None
+    device_uuids: list[str] | None = None  # the CUDA runtime's, per device (GPU)
     # budget and how it was enforced
     budget_bytes: int | None = None
     cap: str | None = None  # e.g. "RLIMIT_DATA=1500000000" or "XLA_CLIENT_MEM_FRACTION=0.0931"
     cap_bytes: int | None = None  # what the cap held the trial to: budget x (1 - headroom)
+    # the cap as the trial saw it from inside, checked against the plan (else status error)
+    cap_check: str | None = None  # e.g. "bytes_limit 7.21 GiB in force, 7.21 GiB intended"
+    pool_limit_intended_bytes: int | None = None  # GPU: fraction x the runtime's total
+    jax_bytes_limit_per_device: list[int | None] | None = None
+    runtime_total_bytes_per_device: list[int | None] | None = None  # cuMemGetInfo's total
+    fraction_in_force: str | None = None
+    allocator_in_force: str | None = None
+    rlimit_data_bytes: int | None = None  # CPU: the soft RLIMIT_DATA in force; None: unlimited
     purpose: Purpose = Purpose.SEARCH
     # how long it trained, and whether memory had stopped growing when it stopped
     training_steps: int | None = None
@@ -77,18 +86,26 @@ class TrialResult:
     memory_steady: bool | None = None
     # speed (compile excluded)
     compile_s: float | None = None
-    steps_per_s: float | None = None  # median over the measured intervals
+    steps_per_s: float | None = None  # median over the measured intervals, all devices
+    steps_per_s_per_device: float | None = None  # steps_per_s / device_count
     steps_per_s_min: float | None = None
     steps_per_s_max: float | None = None
     measured_intervals: int | None = None
     measure_window_s: float | None = None  # steady-state time the median was taken over
-    # JAX allocator (GPU backends only; CPU's memory_stats() is None)
-    jax_peak_bytes_in_use: int | None = None
-    jax_peak_pool_bytes: int | None = None
+    # JAX allocator (GPU backends only; CPU's memory_stats() is None). Scalars are the
+    # largest device's (budgets are per device), lists per device in CUDA ordinal order.
+    jax_peak_bytes_in_use: int | None = None  # live peak: what the arrays needed at once
+    jax_peak_pool_bytes: int | None = None  # pool peak: BFC regions, doubling, up to the limit
     jax_bytes_limit: int | None = None
+    jax_peak_bytes_in_use_per_device: list[int | None] | None = None
+    jax_peak_pool_bytes_per_device: list[int | None] | None = None
     # NVML, sampled by the parent
-    nvml_process_peak_bytes: int | None = None
+    nvml_process_peak_bytes: int | None = None  # what the process took from the device
     nvml_device_used_peak_bytes: int | None = None
+    nvml_process_peak_bytes_per_device: list[int | None] | None = None
+    # NVML process minus pool: CUDA context, libraries, Warp: not capped by the fraction
+    outside_pool_bytes: int | None = None
+    outside_pool_bytes_per_device: list[int | None] | None = None
     nvml_note: str | None = None
     # host memory
     host_peak_rss_bytes: int | None = None  # exact, from os.wait4's ru_maxrss
@@ -129,7 +146,8 @@ class TrialResult:
     def peak_bytes(self) -> int | None:
         """The peak to hold against the budget: what the process took from the device
         (NVML per-process, else the allocator pool, else the live peak) on GPU; exact peak
-        RSS on CPU."""
+        RSS on CPU. An NVML figure above the budget is over budget, whatever the pool did:
+        memory outside the pool is not capped."""
         if self.is_gpu:
             process = self.process_peak_bytes
             return process if process is not None else self.jax_peak_bytes_in_use

@@ -25,10 +25,15 @@ def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path):
     run_dir = tmp_path / "run"
     # --no-cache: a warm compile cache skips compilation and its ~150 MB of host memory, which
     # would move the CPU boundary depending on what ran before. 2048 envs never fit in 1.3 GB.
+    # --confirm-steps 10: the long confirming run is tested in test_fidelity; here it only
+    # has to happen, after the search, at the recommended size.
     proc = run_cli("sweep", "--start", "256", "--max-envs", "2048", "--gpu-mem", "1.3GB",
-                   "--refine", "1", "--no-cache", "--out", str(run_dir))
+                   "--refine", "1", "--no-cache", "--confirm-steps", "10", "--out", str(run_dir),
+                   timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    trials = _trials(run_dir)
+    everything = _trials(run_dir)
+    trials = [t for t in everything if t.get("purpose", "search") == "search"]
+    proofs = [t for t in everything if t.get("purpose", "search") != "search"]
     sizes = [t["num_envs"] for t in trials]
     statuses = [t["status"] for t in trials]
     first_fail = next(i for i, t in enumerate(trials) if t["status"] != "ok")
@@ -47,6 +52,9 @@ def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path):
     assert "host peak (RAM)" in out and "VRAM" not in out.replace("not VRAM", "")
     chosen = int(out.split("recommended: num_envs=")[1].split(",")[0])
     assert chosen < sizes[first_fail] and dict(zip(sizes, statuses, strict=True))[chosen] == "ok"
+    assert [(t["num_envs"], t["purpose"], t["status"]) for t in proofs] == [
+        (chosen, "confirm", "ok")]
+    assert "confirmed: " in out
     assert f"next: vramtune emit-config {run_dir} --gpu-mem 1.3GB" in out
 
 
@@ -74,7 +82,8 @@ def _trial_children(pid: int) -> list[psutil.Process]:
 
 def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path):
     run_dir = tmp_path / "run"
-    proc = _start_sweep("--start", "128", "--max-envs", "512", "--out", str(run_dir))
+    proc = _start_sweep("--start", "128", "--max-envs", "512", "--confirm-steps", "8",
+                        "--out", str(run_dir))
     lines: list[str] = []
     _wait_for(proc, "num_envs=128: ok", lines)
     _wait_for(proc, "trial 2", lines)
@@ -94,8 +103,12 @@ def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
     assert summary["reused"] == 1
-    sizes = [t["num_envs"] for t in _trials(run_dir)]
+    searched = [t for t in _trials(run_dir) if t["purpose"] == "search"]
+    sizes = [t["num_envs"] for t in searched]
     assert sizes == [128, 256, 512]  # what an uninterrupted sweep measures, each once
+    # the run's own --confirm-steps came back with --resume: one short confirming run
+    confirms = [t for t in _trials(run_dir) if t["purpose"] == "confirm"]
+    assert len(confirms) == 1 and confirms[0]["training_steps"] == 8
     # after the first trial of a (resumed) sweep, the next ran in the warm standby process
     assert any("warm standby" in note for t in _trials(run_dir)[2:] for note in t["notes"])
     assert summary["recommended"]["num_envs"] in sizes

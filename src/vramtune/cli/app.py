@@ -10,6 +10,7 @@ from vramtune import __version__
 from vramtune.cli import (
     bench_cmd,
     check_cmd,
+    doctor_cmd,
     emit_cmd,
     profiles_cmd,
     report_cmd,
@@ -47,6 +48,7 @@ app.command("bench")(bench_cmd.bench_command)
 app.command("report")(report_cmd.report)
 app.command("compare")(report_cmd.compare)
 app.command("verify")(verify_cmd.verify)
+app.command("doctor")(doctor_cmd.doctor)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,11 @@ BUDGET_HELP = (f"Memory budget. GPU: emulate a card this size (JAX's memory frac
                f"capped). CPU: host memory, enforced with RLIMIT_DATA. {SIZE_HELP}.")
 
 
+DEVICES_HELP = ("Devices each trial trains on (brax pmaps over all of them; num_envs must divide "
+                "evenly). GPU: the first N GPUs CUDA would use, pinned by UUID, budget per GPU. "
+                "CPU: N XLA host devices in one process under one budget.")
+
+
 def budget(text: str | None) -> int | None:
     return None if text is None else parse_size(text, what="--gpu-mem")
 

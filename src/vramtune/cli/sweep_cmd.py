@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from vramtune import api, fmt
-from vramtune.cli.common import BUDGET_HELP, console, err_console, print_json
+from vramtune.cli.common import BUDGET_HELP, DEVICES_HELP, console, err_console, print_json
 from vramtune.cli.tables import sweep_rich
 from vramtune.errors import UserError
 from vramtune.measure.wire import Event, Phase, Sample, TrialStarted
@@ -186,6 +186,8 @@ def sweep(
     confirm_steps: Annotated[int | None, typer.Option(
         "--confirm-steps", help="Training steps of the confirming run (default: 10x the "
                                 "trial's, at least 50).")] = None,
+    devices: Annotated[int | None, typer.Option("--devices", help=DEVICES_HELP + " Default 1, or "
+                                                "a resumed run's.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the final JSON summary.")]
     = False,
 ) -> None:
@@ -194,7 +196,7 @@ def sweep(
         profile if profile is None else _nonempty(profile, "--profile"), gpu_mem=gpu_mem,
         headroom=headroom, start=start, max_envs=max_envs, refine=refine, objective=objective,
         out=out, resume=resume, timeout_s=timeout, cache=cache, standby=standby,
-        confirm=confirm, confirm_steps=confirm_steps)
+        confirm=confirm, confirm_steps=confirm_steps, devices=devices)
     if prepared.nvml.notice and not json_out:
         err_console.print(f"[dim]note: {escape(prepared.nvml.notice)}[/dim]")
     for warning in prepared.warnings:

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from vramtune import api
-from vramtune.cli.common import BUDGET_HELP, console, err_console, print_json
+from vramtune.cli.common import BUDGET_HELP, DEVICES_HELP, console, err_console, print_json
 from vramtune.fmt import trial_fields
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.wire import Event, Phase
@@ -38,10 +38,11 @@ def trial(
                                                       "(default: the profile's).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the record as JSON.")] = False,
     cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
+    devices: Annotated[int, typer.Option("--devices", help=DEVICES_HELP)] = 1,
 ) -> None:
     """Run ONE real PPO trial in a subprocess and print its measured record."""
     request = api.trial_request(profile, num_envs, gpu_mem=gpu_mem, timeout_s=timeout,
-                                cache=cache)
+                                cache=cache, devices=devices)
     nvml = Nvml()
     if nvml.notice and not json_out:
         err_console.print(f"[dim]note: {escape(nvml.notice)}[/dim]")

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from vramtune import api
-from vramtune.cli.common import BUDGET_HELP, console, err_console, print_json
+from vramtune.cli.common import BUDGET_HELP, DEVICES_HELP, console, err_console, print_json
 from vramtune.cli.trial_cmd import render_trial
 from vramtune.measure.wire import Event, Phase
 from vramtune.records import Status
@@ -31,6 +31,7 @@ def verify(
                                                       "the profile's trial limit).")] = None,
     cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the record as JSON.")] = False,
+    devices: Annotated[int, typer.Option("--devices", help=DEVICES_HELP)] = 1,
 ) -> None:
     """Train CONFIG's settings much longer than a trial, under the same cap; exit 0 if it fit."""
 
@@ -39,7 +40,8 @@ def verify(
             err_console.print(f"[dim]  {escape(event.phase)}…[/dim]")
 
     result = api.verify(config, gpu_mem=gpu_mem, profile=profile, headroom=headroom,
-                        steps=steps, timeout_s=timeout, cache=cache, on_event=show)
+                        steps=steps, timeout_s=timeout, cache=cache, devices=devices,
+                        on_event=show)
     if json_out:
         print_json(result.to_dict())
     else:

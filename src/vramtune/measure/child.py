@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import resource
 import signal
 import statistics
 import sys
@@ -21,6 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from vramtune.measure.probe import rlimit_data_in_force, runtime_devices, set_rlimit_data
 from vramtune.measure.wire import ChildReport, encode_event
 from vramtune.results.files import write_atomic
 
@@ -142,21 +142,48 @@ def _location(exc: BaseException) -> str | None:
 
 
 def _memory_stats(result: dict[str, Any]) -> None:
+    """The allocator's peaks per device, and the largest (budgets are per device)."""
     try:
         import jax
 
         stats = [d.memory_stats() for d in jax.local_devices()]
     except Exception:
         return
-    stats = [s for s in stats if s]
-    if not stats:
+    if not any(stats):
         return  # CPU: the allocator reports nothing; the parent measures RSS instead
     for ours, theirs in (("jax_peak_bytes_in_use", "peak_bytes_in_use"),
                          ("jax_peak_pool_bytes", "peak_pool_bytes"),
                          ("jax_bytes_limit", "bytes_limit")):
-        values = [s[theirs] for s in stats if s.get(theirs) is not None]
-        if values:
-            result[ours] = int(max(values))
+        values = [(s or {}).get(theirs) for s in stats]
+        values = [int(v) if v is not None else None for v in values]
+        known = [v for v in values if v is not None]
+        if known:
+            result[ours] = max(known)
+        if ours != "jax_bytes_limit":
+            result[f"{ours}_per_device"] = values
+
+
+def cap_proof(jax: Any) -> dict[str, Any]:
+    """What this process really runs under: backend, devices (kind, the CUDA runtime's UUID
+    and total), the allocator's limit per device, the fraction variable and allocator in its
+    environment, its RLIMIT_DATA. The parent compares it with the cap it planned."""
+    devices = runtime_devices(jax)
+    fractions = [f"{k}={os.environ[k]}" for k in ("XLA_CLIENT_MEM_FRACTION",
+                                                   "XLA_PYTHON_CLIENT_MEM_FRACTION")
+                 if os.environ.get(k)]
+    on_gpu = any(d["platform"] == "gpu" for d in devices)
+    return {
+        "backend": jax.default_backend(),
+        "device_kind": devices[0]["kind"] if devices else None,
+        "device_count": len(devices),
+        "device_uuids": [d.get("uuid") for d in devices] if on_gpu else None,
+        "runtime_total_bytes_per_device": ([d.get("runtime_total_bytes") for d in devices]
+                                           if on_gpu else None),
+        "jax_bytes_limit_per_device": [d.get("bytes_limit") for d in devices] if on_gpu else None,
+        "fraction_in_force": ", ".join(fractions) or None,
+        "allocator_in_force": os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR"),
+        "rlimit_data_bytes": rlimit_data_in_force(),
+    }
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -177,9 +204,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         from vramtune.workload.profile import profile_from_dict
 
         profile = profile_from_dict(spec["profile"], source=spec["profile"].get("name", "spec"))
-        devices = jax.local_devices()
-        result.update(backend=jax.default_backend(), device_kind=devices[0].device_kind,
-                      device_count=jax.device_count())
+        proof = cap_proof(jax)  # starts the backend
+        result.update(proof)
+        emit(proof=proof)
         on_cpu = result["backend"] == "cpu"
         if on_cpu:
             data_segment.start()
@@ -287,16 +314,11 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _set_limit(limit: int | str | None) -> None:
-    if limit:
-        resource.setrlimit(resource.RLIMIT_DATA, (int(limit), int(limit)))
-
-
 def main(argv: list[str]) -> int:
     if len(argv) > 1 and argv[1] == "--standby":
         # A warm standby: capped and imported while the previous trial runs, it waits for
         # its spec on stdin, so a sweep does not pay ~1 s of imports per trial.
-        _set_limit(os.environ.get("VRAMTUNE_RLIMIT_DATA"))
+        set_rlimit_data(os.environ.get("VRAMTUNE_RLIMIT_DATA"))
         die_with_parent(watch_stdin=False)
         preimport()
         emit(phase="ready")
@@ -307,7 +329,7 @@ def main(argv: list[str]) -> int:
         spec = json.loads(Path(line).read_text())
     else:
         spec = json.loads(Path(argv[1]).read_text())
-        _set_limit(spec.get("rlimit_data_bytes"))
+        set_rlimit_data(spec.get("rlimit_data_bytes"))
         die_with_parent()
     report = ChildReport(**run(spec))  # an unknown field fails here, not in the parent
     write_atomic(spec["result_path"], report.to_json())

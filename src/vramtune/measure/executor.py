@@ -47,11 +47,14 @@ class LocalExecutor:
     """
 
     def __init__(self, cap: Cap | None = None, nvml: Nvml | None = None, *,
-                 overhead_bytes: int | None = None, standby: bool = True) -> None:
-        self.cap = cap if cap is not None else plan_cap(None, nvml, overhead_bytes)
+                 overhead_bytes: int | None = None, runtime_total_bytes: int | None = None,
+                 standby: bool = True) -> None:
+        self.cap = cap if cap is not None else plan_cap(None, nvml, overhead_bytes,
+                                                        runtime_total_bytes=runtime_total_bytes)
         self.parallel = 1
         self.nvml = nvml
         self.overhead_bytes = overhead_bytes
+        self.runtime_total_bytes = runtime_total_bytes
         self.use_standby = standby
         self._standby: Standby | None = None
 
@@ -59,9 +62,12 @@ class LocalExecutor:
         if invalid_result(request) is not None:
             return run_trial(request)  # rejected before launch: keep the standby for the next
         cap = self.cap
-        if request.enforced_bytes != cap.enforced_bytes:
-            # Not this executor's budget (a caller mixing budgets): its own cap, never ours.
-            cap = plan_cap(request.enforced_bytes, self.nvml, self.overhead_bytes)
+        if (request.enforced_bytes != cap.enforced_bytes
+                or request.device_count != cap.device_count):
+            # Not this executor's budget or devices (a caller mixing them): its own cap.
+            cap = plan_cap(request.enforced_bytes, self.nvml, self.overhead_bytes,
+                           devices=request.device_count,
+                           runtime_total_bytes=self.runtime_total_bytes)
         current, self._standby = self._standby, None
         phase: dict[str, str] = {}
 

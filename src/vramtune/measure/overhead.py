@@ -1,67 +1,72 @@
-"""The per-process CUDA overhead, measured once per GPU/driver/jaxlib, never guessed.
+"""The per-process CUDA overhead and the runtime's device total, measured, never guessed.
 
 Emulating an 8 GB card on an 80 GB one caps JAX's pool at (8 GB - overhead) / total: the
-CUDA context, cuBLAS/cuDNN handles and the like sit outside the pool but on the card.
+CUDA context, cuBLAS handles and the like sit outside the pool but on the card, and XLA
+multiplies the fraction by the total the CUDA runtime reports, which NVML's total need not
+equal (openxla/xla gpu_helpers.cc ``CreateBFCAllocator``). One trivial JAX process on the
+first device answers both: NVML watches it, and it reports cuMemGetInfo's total. Remembered
+per GPU/driver/jaxlib, but only when the overhead was measured: an unknown (None; NVML's 0 is
+unknown too) is retried next time, never cached as "no overhead".
 """
 
 from __future__ import annotations
 
 import json
 import os
-import select
-import subprocess
-import sys
-import time
+from dataclasses import dataclass
 
 from vramtune import machine
-from vramtune.machine import default_cache_dir
+from vramtune.machine import FRACTION_VARS, default_cache_dir
 from vramtune.measure.nvml import Nvml
+from vramtune.measure.probe import ProbeReport, run_probe
 from vramtune.results.files import write_atomic
 
-_PROBE = ("import jax, jax.numpy as jnp, sys, time; x = (jnp.ones((256, 256)) @ jnp.ones((256, 256)))"
-          ".block_until_ready(); print('ready', flush=True); sys.stdin.read()")
+CACHE_FILE = "device-probe.json"
 
 
-def measure_overhead_bytes(nvml: Nvml, timeout_s: float = 120.0) -> int | None:
-    """NVML per-process memory of a trivial JAX process (preallocation off), or None."""
-    if not nvml.available or nvml.info is None:
-        return None
-    cache = default_cache_dir() / "overhead.json"
-    key = f"{nvml.info.name}|{nvml.info.driver}|{machine.versions().get('jaxlib')}"
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What a trivial JAX process on the device showed; None where not measured."""
+
+    overhead_bytes: int | None  # NVML process figure of a process with an empty pool
+    runtime_total_bytes: int | None  # the CUDA runtime's total: the fraction's denominator
+    probe: ProbeReport | None = None  # None when the figures came from the cache
+
+
+def gpu_probe_env(uuids: tuple[str, ...]) -> dict[str, str]:
+    """A CUDA process on exactly these devices, with JAX's defaults otherwise (no fraction)."""
+    env = {k: v for k, v in os.environ.items() if k not in FRACTION_VARS}
+    env.update({"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "JAX_PLATFORMS": "cuda",
+                "XLA_PYTHON_CLIENT_ALLOCATOR": "bfc", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                "CUDA_VISIBLE_DEVICES": ",".join(uuids)})
+    return env
+
+
+def measure_device(nvml: Nvml, timeout_s: float = 120.0, *, cached: bool = True) -> DeviceFacts:
+    """Overhead and runtime total of the first device CUDA would use."""
+    if not nvml.available or nvml.info is None or nvml.info.uuid is None:
+        return DeviceFacts(None, None)
+    info = nvml.info
+    cache = default_cache_dir() / CACHE_FILE
+    key = f"{info.name}|{info.total_bytes}|{info.driver}|{machine.versions().get('jaxlib')}"
     try:
         known = json.loads(cache.read_text())
     except (OSError, ValueError):
         known = {}
-    if known.get(key) is not None:
-        return int(known[key])
-    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-    baseline = nvml.device_used_bytes()
-    proc = subprocess.Popen([sys.executable, "-c", _PROBE], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                            start_new_session=True)
-    peak: int | None = None
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + timeout_s
-        ready, _, _ = select.select([proc.stdout], [], [], timeout_s)  # a hung CUDA start
-        line = proc.stdout.readline() if ready else b""
-        if b"ready" in line:
-            for _ in range(10):
-                per_pid = nvml.process_used_bytes() or {}
-                value = per_pid.get(proc.pid)
-                if value is None and baseline is not None:  # containers: host PIDs in NVML
-                    used = nvml.device_used_bytes()
-                    value = used - baseline if used is not None and used > baseline else None
-                if value is not None:
-                    peak = max(peak or 0, value)
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
-    finally:
-        proc.kill()
-        proc.wait()
-    if peak is not None:  # a failed probe is retried next time, never remembered as "none"
-        known[key] = peak
+    entry = known.get(key)
+    if cached and isinstance(entry, dict) and entry.get("overhead_bytes"):
+        return DeviceFacts(int(entry["overhead_bytes"]), entry.get("runtime_total_bytes"))
+    report = run_probe(gpu_probe_env((info.uuid,)), nvml=nvml, uuids=(info.uuid,),
+                       timeout_s=timeout_s)
+    total = report.devices[0].runtime_total_bytes if report.devices else None
+    overhead = report.process_peak_bytes if report.backend == "gpu" else None
+    if overhead:  # a failed or unknown measurement is retried next time
+        known[key] = {"overhead_bytes": overhead, "runtime_total_bytes": total}
         cache.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(cache, json.dumps(known, indent=1))
-    return peak
+    return DeviceFacts(overhead or None, total, report)
+
+
+def measure_overhead_bytes(nvml: Nvml, timeout_s: float = 120.0) -> int | None:
+    """NVML per-process memory of a trivial JAX process (preallocation off), or None."""
+    return measure_device(nvml, timeout_s).overhead_bytes

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from vramtune.measure.cap import Cap
-from vramtune.measure.nvml import Nvml
+from vramtune.measure.nvml import GpuMonitor
 from vramtune.measure.wire import EVENT_PREFIX, Event, Sample, decode_event
 
 EventCallback = Callable[[Event], None]
@@ -61,16 +61,13 @@ def vm_data_bytes(pid: int) -> int | None:
 class _Sampler(threading.Thread):
     """Peak RSS of the process tree, and NVML memory, at a fixed interval."""
 
-    def __init__(self, pid: int, interval_s: float, nvml: Nvml | None,
+    def __init__(self, pid: int, interval_s: float, gpu: GpuMonitor | None,
                  on_event: EventCallback | None) -> None:
         super().__init__(daemon=True, name="vramtune-sampler")
-        self.pid, self.interval_s, self.nvml, self.on_event = pid, interval_s, nvml, on_event
+        self.pid, self.interval_s, self.gpu, self.on_event = pid, interval_s, gpu, on_event
         self.stop_event = threading.Event()
         self.tree_rss_peak: int | None = None
         self.data_peak: int | None = None  # the trial process's VmData: what RLIMIT_DATA counts
-        self.nvml_process_peak: int | None = None
-        self.nvml_device_peak: int | None = None
-        self.pid_matched = False
         self.samples = 0
 
     def run(self) -> None:
@@ -100,23 +97,11 @@ class _Sampler(threading.Thread):
             data = vm_data_bytes(self.pid)
             if data is not None:
                 self.data_peak = max(data, self.data_peak or 0)
-            if self.nvml is not None and self.nvml.available:
-                self._sample_gpu({p.pid for p in procs})
+            gpu_now = self.gpu.sample({p.pid for p in procs}) if self.gpu is not None else None
             self.samples += 1
             if self.on_event:
-                self.on_event(Sample(rss, self.nvml_process_peak))
+                self.on_event(Sample(rss, gpu_now))
             self.stop_event.wait(self.interval_s)
-
-    def _sample_gpu(self, pids: set[int]) -> None:
-        assert self.nvml is not None
-        used = self.nvml.device_used_bytes()
-        if used is not None:
-            self.nvml_device_peak = max(used, self.nvml_device_peak or 0)
-        per_pid = self.nvml.process_used_bytes() or {}
-        ours = [v for pid, v in per_pid.items() if pid in pids and v is not None]
-        if ours:
-            self.pid_matched = True
-            self.nvml_process_peak = max(sum(ours), self.nvml_process_peak or 0)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -127,11 +112,12 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def child_env(cap: Cap) -> dict[str, str]:
-    """The trial child's environment: ours, plus the cap, minus a stale fraction variable."""
+    """The trial child's environment: ours, plus the cap, minus what the cap unsets (the
+    other fraction variable: jaxlib 0.9.2 refuses both)."""
     env = {**os.environ, **cap.env, "VRAMTUNE_WATCH_STDIN": "1", "PYTHONUNBUFFERED": "1"}
-    for stale in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"):
-        if stale not in cap.env:
-            env.pop(stale, None)
+    for name in cap.unset:
+        if name not in cap.env:
+            env.pop(name, None)
     return env
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -19,10 +18,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vramtune import machine
-from vramtune.measure.cap import Cap, plan_cap
-from vramtune.measure.nvml import Nvml
+from vramtune.measure.cap import CAP_TOLERANCE, Cap, plan_cap
+from vramtune.measure.nvml import GpuMonitor, Nvml
+from vramtune.measure.oom import cap_not_applied, classify_text, split_noise
 from vramtune.measure.process import (
     EventCallback,
     Standby,
@@ -32,23 +33,13 @@ from vramtune.measure.process import (
     child_env,
     standby_key,
 )
-from vramtune.measure.wire import ChildReport, Launched
+from vramtune.measure.wire import PROOF_FIELDS, ChildReport, Launched
 from vramtune.records import Purpose, Status, TrialResult, utc_now
+from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile
 from vramtune.workload.rules import nearest_valid, violations
 
 DEFAULT_SAMPLE_INTERVAL_S = 0.1
-_OOM_PATTERNS = re.compile(
-    r"RESOURCE_EXHAUSTED|Out of memory|out of memory|OutOfMemory|std::bad_alloc|"
-    r"MemoryError|Cannot allocate memory|CUDA_ERROR_OUT_OF_MEMORY|"
-    # Warp (Playground's default MJX implementation) and the CUDA libraries allocate
-    # outside XLA and word it their own way.
-    r"Failed to allocate \d+ bytes|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED",
-    re.IGNORECASE)
-
-# Not why a trial died: XLA's cache loader warns about tuning flags on every hit, and mjx
-# reports the Warp import the child blocks on purpose for brax sources.
-_NOISE = re.compile(r"cpu_aot_loader|^Failed to import (mujoco_)?warp: import of warp halted|^\s*$")
 
 
 @dataclass(frozen=True)
@@ -62,6 +53,7 @@ class TrialRequest:
     purpose: Purpose = Purpose.SEARCH
     training_steps: int | None = None  # train exactly this long (a confirming run)
     cap_bytes: int | None = None  # enforce this instead of the budget (budget x (1 - headroom))
+    device_count: int = 1  # devices brax pmaps over; the trial is pinned to exactly these
 
     @property
     def enforced_bytes(self) -> int | None:
@@ -70,33 +62,51 @@ class TrialRequest:
 
 def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
              output_tail: str) -> tuple[Status, str | None, str | None]:
-    """(status, error type, error message) from what the trial left behind."""
+    """(status, error type, error message) from what the trial left behind.
+
+    Out of memory only on a strong signal (``measure.oom``): the BFC allocator's "not a
+    failure" warning is noise, a driver allocation the allocator retried is a hint, and
+    cuBLAS failing to start under memory starvation is an OOM (jax-ml/jax#7118).
+    A CUDA plugin that never started means the GPU cap was never applied: an error.
+    """
     if timed_out:
         return Status.TIMEOUT, None, "killed at the time limit"
     if child is not None and child.status == "ok":
         return Status.OK, None, None
     if child is not None and child.status == "error":
         message = child.error_message or ""
-        status = Status.OOM if _OOM_PATTERNS.search(message) else Status.ERROR
+        not_applied = cap_not_applied(message)
+        if not_applied:
+            return Status.ERROR, child.error_type, f"cap not applied: {not_applied[0][1]}"
+        verdict = classify_text(message)
+        status = Status.OOM if verdict.strength == "strong" else Status.ERROR
         return status, child.error_type, message
     # No result: the process died under us.
-    tail = "\n".join(line for line in output_tail.splitlines()
-                     if line.strip() and not _NOISE.search(line))
-    if _OOM_PATTERNS.search(tail):
+    kept, _ = split_noise(output_tail)
+    tail = "\n".join(kept)
+    not_applied = cap_not_applied(tail)
+    verdict = classify_text(tail)
+    if verdict.strength == "strong":
         return Status.OOM, "process abort", tail[-2000:] or None
+    if not_applied:
+        return Status.ERROR, "cap not applied", f"cap not applied: {not_applied[0][1]}"
+    hint = (f" (after a recoverable allocation failure, a hint of memory pressure, not proof: "
+            f"{verdict.line})" if verdict.strength == "weak" else "")
     if exit_code is not None and exit_code < 0:
         try:
             name = signal.Signals(-exit_code).name
         except ValueError:
             name = f"signal {-exit_code}"
-        return Status.CRASH, name, (f"killed by {name}" + (f"; last output:\n{tail[-1500:]}"
-                                                          if tail else ""))
-    return Status.CRASH, f"exit code {exit_code}", tail[-2000:] or "exited without a result"
+        return Status.CRASH, name, (f"killed by {name}{hint}" + (f"; last output:\n{tail[-1500:]}"
+                                                                 if tail else ""))
+    return Status.CRASH, f"exit code {exit_code}", (hint.strip() + "\n" if hint else "") + \
+        (tail[-2000:] or "exited without a result")
 
 
-def invalid_result(request: TrialRequest, device_count: int = 1) -> TrialResult | None:
-    """A record for a size Brax's rules reject, or None if it may run."""
+def invalid_result(request: TrialRequest, device_count: int | None = None) -> TrialResult | None:
+    """A record for a size Brax's rules reject on the request's devices, or None if it may run."""
     profile, n = request.profile, request.num_envs
+    device_count = request.device_count if device_count is None else device_count
     shape = profile.shape_for(n, device_count)
     if shape is not None:
         return None
@@ -110,15 +120,103 @@ def invalid_result(request: TrialRequest, device_count: int = 1) -> TrialResult 
     return TrialResult(status=Status.INVALID, profile=profile.name, profile_hash=profile.hash,
                        num_envs=n, batch_size=profile.batch_size,
                        num_minibatches=profile.num_minibatches,
-                       unroll_length=profile.unroll_length, budget_bytes=request.budget_bytes,
+                       unroll_length=profile.unroll_length, device_count=device_count,
+                       budget_bytes=request.budget_bytes,
                        error_type="rule", error_message=message, versions=machine.versions(),
                        purpose=request.purpose,
                        timestamp=utc_now())
 
 
+def _same_uuid(runtime: str | None, nvml_uuid: str) -> bool:
+    """A runtime UUID (8-4-4-4-12, maybe GPU-/MIG- prefixed) names this NVML UUID."""
+    if not runtime:
+        return False
+    return _bare_uuid(runtime) == _bare_uuid(nvml_uuid)
+
+
+def _bare_uuid(uuid: str) -> str:
+    return (uuid[4:] if uuid[:4].upper() in ("GPU-", "MIG-") else uuid).lower()
+
+
+def _off_by(value: int, intended: int) -> bool:
+    return abs(value - intended) > CAP_TOLERANCE * intended
+
+
+def cap_mismatch(cap: Cap, proof: dict[str, Any], device_count: int) -> str | None:
+    """Why the child did not run under ``cap`` on ``device_count`` devices, or None.
+
+    ``proof`` is what the child reported of itself (wire.PROOF_FIELDS). Nothing reported
+    (the child died before JAX started) proves nothing either way: None.
+    """
+    backend = proof.get("backend")
+    if backend is None:
+        return None
+    ran_on = proof.get("device_count")
+    if ran_on is not None and ran_on != device_count:
+        return (f"the trial ran on {ran_on} {backend} devices, {device_count} asked for "
+                f"(brax pmaps over every device it sees)")
+    if cap.backend == "gpu":
+        if backend != "gpu":
+            return (f"{cap.description} was planned for the CUDA backend and the trial ran on "
+                    f"{backend} (the CUDA plugin did not start?)")
+        uuids = proof.get("device_uuids") or []
+        for i, want in enumerate(cap.visible_uuids):
+            got = uuids[i] if i < len(uuids) else None
+            if got is not None and not _same_uuid(got, want):
+                return f"device {i} is {got} in the trial, {want} was pinned and watched"
+        if proof.get("fraction_in_force") != cap.description:
+            return (f"the trial had {proof.get('fraction_in_force') or 'no fraction variable'}, "
+                    f"{cap.description} was planned")
+        if (proof.get("allocator_in_force") or "default").lower() not in ("bfc", "default"):
+            return (f"XLA_PYTHON_CLIENT_ALLOCATOR={proof.get('allocator_in_force')} in the trial:"
+                    f" no BFC pool, the fraction caps nothing")
+        limits = proof.get("jax_bytes_limit_per_device") or []
+        intended = cap.pool_limit_bytes
+        for i in range(device_count):
+            limit = limits[i] if i < len(limits) else None
+            if limit is None:
+                return f"device {i} reported no allocator limit (bytes_limit)"
+            if intended is not None and _off_by(int(limit), intended):
+                totals = proof.get("runtime_total_bytes_per_device") or []
+                total = totals[i] if i < len(totals) else None
+                return (f"bytes_limit {format_bytes(limit)} on device {i}, "
+                        f"{format_bytes(intended)} intended ({cap.fraction} x "
+                        f"{format_bytes(cap.total_bytes)} from {cap.total_source}; the CUDA "
+                        f"runtime reports {format_bytes(total)})")
+        return None
+    if cap.backend == "cpu":
+        if backend != "cpu":
+            return f"a CPU trial was planned and it ran on {backend}"
+        intended = cap.rlimit_data_bytes
+        in_force = proof.get("rlimit_data_bytes")
+        if intended is not None and (in_force is None or _off_by(int(in_force), intended)):
+            return (f"RLIMIT_DATA in force is {format_bytes(in_force) if in_force else 'unlimited'}, "
+                    f"{format_bytes(intended)} intended (a lower hard limit from the shell or "
+                    f"the scheduler, ulimit -d, stays in force)")
+    return None
+
+
+def _proof_line(cap: Cap, proof: dict[str, Any]) -> str | None:
+    """What the check found, in one line for the record and the panel."""
+    if proof.get("backend") is None:
+        return None
+    if cap.backend == "gpu":
+        limits = [v for v in proof.get("jax_bytes_limit_per_device") or [] if v is not None]
+        if limits:
+            return (f"bytes_limit {', '.join(format_bytes(v) for v in limits)} in force, "
+                    f"{format_bytes(cap.pool_limit_bytes)} intended")
+        return None
+    if cap.rlimit_data_bytes is not None:
+        in_force = proof.get("rlimit_data_bytes")
+        return (f"RLIMIT_DATA {format_bytes(in_force) if in_force else 'unlimited'} in force, "
+                f"{format_bytes(cap.rlimit_data_bytes)} intended")
+    return None
+
+
 def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
               cap: Cap | None = None, nvml: Nvml | None = None,
               overhead_bytes: int | None = None,
+              runtime_total_bytes: int | None = None,
               standby: Standby | None = None,
               on_tick: Callable[[], None] | None = None) -> TrialResult:
     """Run one trial to completion (or its limit) and return its record.
@@ -130,18 +228,24 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
     if invalid is not None:
         return invalid
     profile = request.profile
-    shape = profile.shape_for(request.num_envs)
+    shape = profile.shape_for(request.num_envs, request.device_count)
     assert shape is not None
     if cap is None:  # a lone trial; a sweep's executor decides the cap once for all
-        cap = plan_cap(request.enforced_bytes, nvml, overhead_bytes)
+        cap = plan_cap(request.enforced_bytes, nvml, overhead_bytes,
+                       devices=request.device_count, runtime_total_bytes=runtime_total_bytes)
     timeout_s = request.timeout_s if request.timeout_s is not None else profile.timeout_s
-    gpu_baseline = nvml.device_used_bytes() if nvml and nvml.available else None
+    monitor = None
+    if nvml is not None and nvml.available and cap.backend == "gpu":
+        monitor = GpuMonitor(nvml, cap.visible_uuids)
+    cache_dir = request.compile_cache_dir
+    if cache_dir and cap.cache_tag is not None:
+        cache_dir = str(Path(cache_dir) / cap.cache_tag)
     with tempfile.TemporaryDirectory(prefix="vramtune-trial-") as tmp:
         result_path = Path(tmp) / "result.json"
         spec = {"profile": profile.to_dict(), "num_envs": request.num_envs,
                 "batch_size": shape.batch_size, "num_minibatches": shape.num_minibatches,
                 "rlimit_data_bytes": cap.rlimit_data_bytes, "result_path": str(result_path),
-                "compile_cache_dir": request.compile_cache_dir,
+                "compile_cache_dir": cache_dir,
                 "training_steps": request.training_steps}
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(spec))
@@ -170,9 +274,10 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
             on_event(Launched(proc.pid, request.num_envs))
         sampler = None
         if request.sample_interval_s:
-            sampler = _Sampler(proc.pid, request.sample_interval_s, nvml, on_event)
+            sampler = _Sampler(proc.pid, request.sample_interval_s, monitor, on_event)
             sampler.start()
         timed_out = False
+        early_mismatch: str | None = None
         exit_status = rusage = None
         try:
             deadline = started + timeout_s
@@ -180,6 +285,14 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
                 pid, exit_status, rusage = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
                     break
+                early = reader.last_event.get("proof")
+                if early_mismatch is None and isinstance(early, dict):
+                    # JAX is up: a trial not under its cap is stopped now, not after training
+                    early_mismatch = cap_mismatch(cap, early, request.device_count) or ""
+                    if early_mismatch:
+                        _kill_group(proc)
+                        _, exit_status, rusage = os.wait4(proc.pid, 0)
+                        break
                 if time.perf_counter() > deadline:
                     timed_out = True
                     _kill_group(proc)
@@ -220,19 +333,37 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
     status, error_type, message = classify(child, proc.returncode, timed_out,
                                             "\n".join(reader.tail))
     measured = child.record_fields() if child is not None else {}
+    early = reader.last_event.get("proof")
+    if child is None and isinstance(early, dict):  # died or timed out after JAX started
+        measured.update({k: v for k, v in early.items() if k in PROOF_FIELDS})
     if measured.get("compile_s") is None and "compile_s" in reader.last_event:
         measured["compile_s"] = reader.last_event["compile_s"]  # a timed-out trial's partial figure
+    proof = {k: measured.get(k) for k in PROOF_FIELDS}
+    mismatch = cap_mismatch(cap, proof, request.device_count)
+    if mismatch is not None:  # never an uncapped figure under a capped label
+        status, error_type, message = Status.ERROR, "cap not applied", f"cap not applied: {mismatch}"
     info = nvml.info if nvml else None
     nvml_note = None
-    process_peak = sampler.nvml_process_peak if sampler else None
-    device_peak = sampler.nvml_device_peak if sampler else None
+    process_peak = device_peak = None
+    process_per_device: list[int | None] | None = None
     if nvml is not None and not nvml.available:
         nvml_note = nvml.notice
-    elif sampler and nvml is not None and not sampler.pid_matched and device_peak is not None:
-        if gpu_baseline is not None:
-            process_peak = max(device_peak - gpu_baseline, 0) or None
-        nvml_note = ("NVML reported no per-process figure for the trial (container PID "
-                     "namespace?): process peak = device used minus the pre-trial baseline")
+    elif monitor is not None and sampler is not None:
+        peaks = monitor.peaks()
+        process_peak, device_peak = peaks.process_peak_max_bytes, peaks.device_used_peak_max_bytes
+        process_per_device = peaks.process_peak_bytes
+        nvml_note = "; ".join(peaks.notes) or None
+    outside = _outside_pool(process_per_device, measured.get("jax_peak_pool_bytes_per_device"))
+    if cap.backend == "gpu":
+        notes.append("outside the pool (CUDA context, cuBLAS/cuDNN workspaces, kernels, CUDA "
+                     "graphs, Warp's own allocator) nothing is capped: Warp allocations are not "
+                     "capped by the fraction; the NVML process figure counts them")
+    if proof.get("rlimit_data_bytes") is not None and cap.rlimit_data_bytes is None \
+            and proof.get("backend") == "cpu":
+        notes.append(f"RLIMIT_DATA {format_bytes(proof['rlimit_data_bytes'])} was in force "
+                     f"though no budget was set (ulimit -d?)")
+    steps = measured.get("steps_per_s")
+    per_device_rate = steps / request.device_count if steps is not None else None
     if error_type is None and status is Status.TIMEOUT:
         error_type = "timeout"
     where = child.error_where if child is not None else None
@@ -248,6 +379,11 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         purpose=request.purpose,
         **{**measured, "backend": measured.get("backend") or cap.backend},
         nvml_process_peak_bytes=process_peak, nvml_device_used_peak_bytes=device_peak,
+        nvml_process_peak_bytes_per_device=process_per_device,
+        outside_pool_bytes=max((v for v in outside or [] if v is not None), default=None),
+        outside_pool_bytes_per_device=outside,
+        pool_limit_intended_bytes=cap.pool_limit_bytes, cap_check=_proof_line(cap, proof),
+        steps_per_s_per_device=per_device_rate,
         nvml_note=nvml_note, host_peak_rss_bytes=peak_rss,
         host_peak_data_bytes=_max_known(child.host_peak_data_bytes if child else None,
                                         sampler.data_peak if sampler else None),
@@ -257,6 +393,15 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         gpu_name=info.name if info else None, gpu_driver=info.driver if info else None,
         gpu_total_bytes=info.total_bytes if info else None, timestamp=utc_now(),
         notes=tuple(notes))
+
+
+def _outside_pool(nvml: list[int | None] | None, pool: list[int | None] | None
+                  ) -> list[int | None] | None:
+    """Per device: NVML's process figure minus the pool peak, what the fraction does not cap."""
+    if not nvml or not pool:
+        return None
+    return [n - p if n is not None and p is not None else None for n, p in zip(nvml, pool,
+                                                                              strict=False)]
 
 
 def _max_known(*values: int | None) -> int | None:

@@ -25,6 +25,13 @@ class ChildReport:
     backend: str | None = None
     device_kind: str | None = None
     device_count: int | None = None
+    # what the cap looked like from inside: the parent compares it with the cap it planned
+    device_uuids: list[str] | None = None  # the CUDA runtime's, per device (GPU)
+    runtime_total_bytes_per_device: list[int | None] | None = None  # cuMemGetInfo's (GPU)
+    jax_bytes_limit_per_device: list[int | None] | None = None  # the allocator's limit (GPU)
+    fraction_in_force: str | None = None  # "XLA_CLIENT_MEM_FRACTION=0.0931" as the child had it
+    allocator_in_force: str | None = None  # XLA_PYTHON_CLIENT_ALLOCATOR as the child had it
+    rlimit_data_bytes: int | None = None  # the soft RLIMIT_DATA in force; None: unlimited
     compile_s: float | None = None
     steps_per_s: float | None = None
     steps_per_s_min: float | None = None
@@ -34,6 +41,8 @@ class ChildReport:
     jax_peak_bytes_in_use: int | None = None
     jax_peak_pool_bytes: int | None = None
     jax_bytes_limit: int | None = None
+    jax_peak_bytes_in_use_per_device: list[int | None] | None = None
+    jax_peak_pool_bytes_per_device: list[int | None] | None = None
     host_peak_data_bytes: int | None = None  # CPU: peak VmData, what RLIMIT_DATA counts
     training_steps: int | None = None
     evals: int | None = None
@@ -50,6 +59,10 @@ class ChildReport:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
+    def proof(self) -> dict[str, Any]:
+        """The fields that show which cap the child really ran under."""
+        return {k: getattr(self, k) for k in PROOF_FIELDS}
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
 
@@ -57,6 +70,11 @@ class ChildReport:
         """The fields TrialResult takes as they are (status and errors are classified)."""
         skip = {"status", "error_type", "error_message", "error_where", "host_peak_data_bytes"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+
+
+PROOF_FIELDS = ("backend", "device_kind", "device_count", "device_uuids",
+                "runtime_total_bytes_per_device", "jax_bytes_limit_per_device",
+                "fraction_in_force", "allocator_in_force", "rlimit_data_bytes")
 
 
 # --- progress events ------------------------------------------------------------------------
@@ -103,7 +121,15 @@ class Sample:
     gpu_process_bytes: int | None
 
 
-Event = TrialStarted | Launched | Phase | WorkloadInfo | Sample
+@dataclass(frozen=True)
+class CapProof:
+    """The child's view of its cap (PROOF_FIELDS), sent as soon as JAX is up, so that even a
+    trial that dies or times out later says which cap it ran under."""
+
+    fields: dict[str, Any]
+
+
+Event = TrialStarted | Launched | Phase | WorkloadInfo | Sample | CapProof
 
 
 def encode_event(**fields: Any) -> str:
@@ -123,6 +149,8 @@ def decode_event(line: str) -> tuple[dict[str, Any], Event] | None:
         return None
     if "workload" in data and isinstance(data["workload"], dict):
         return data, WorkloadInfo(data["workload"])
+    if "proof" in data and isinstance(data["proof"], dict):
+        return data, CapProof(data["proof"])
     if isinstance(data.get("phase"), str):
         return data, Phase(data["phase"], _number(data.get("compile_s")),
                            _number(data.get("first_epoch_s")))

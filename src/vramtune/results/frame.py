@@ -11,7 +11,8 @@ is ``<NA>``, never 0, exactly as it is None in the record. Every scalar field of
 ``TrialResult`` is a column under its own name (``host_peak_rss_bytes``, ``compile_s``, ...),
 plus the figures derived from them (``peak_bytes``, the one the recommender holds against the
 budget; ``process_peak_bytes``; ``memory_kind``, 'VRAM' or 'host RAM') and where the trial
-came from (``run_dir``, ``device``). The ``versions`` and ``notes`` of a record stay on it.
+came from (``run_dir``, ``device``). The ``versions`` and ``notes`` of a record, and its
+per-device lists, stay on it.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def _record_columns() -> dict[str, str]:
         if f.name in _KEPT_ON_THE_RECORD:
             continue
         base = [t for t in typing.get_args(hints[f.name]) if t is not type(None)] or [hints[f.name]]
+        if typing.get_origin(base[0]) is list:
+            continue  # per-device lists (device_uuids, ..._per_device): not one cell's value
         columns[f.name] = _dtype(base[0])
     return columns
 

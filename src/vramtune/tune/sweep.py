@@ -20,7 +20,7 @@ from vramtune.machine import default_cache_dir
 from vramtune.measure.cap import plan_cap
 from vramtune.measure.executor import Executor, LocalExecutor
 from vramtune.measure.nvml import Nvml
-from vramtune.measure.overhead import measure_overhead_bytes
+from vramtune.measure.overhead import DeviceFacts, measure_device
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest
 from vramtune.measure.wire import TrialStarted
@@ -93,7 +93,8 @@ def reusable(previous: Run | None, header: RunHeader, config: SweepConfig) -> li
         return []
     wanted = measurement_key(config.profile.hash, config.budget_bytes, machine.versions(),
                              header.device)
-    return [r for r in previous.results if trial_key(previous.header, r)[1:] == wanted]
+    return [r for r in previous.results if trial_key(previous.header, r)[1:] == wanted
+            and (r.device_count or 1) == config.device_count]
 
 
 DEFAULT_REFINE = 3
@@ -119,6 +120,7 @@ class SweepOptions:
     standby: bool = True
     confirm: bool | None = None  # None: on, or on resume what the run had
     confirm_steps: int | None = None
+    devices: int | None = None  # None: 1, or a resumed run's
 
 
 @dataclass
@@ -162,7 +164,7 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
                         f"{o.headroom_fraction:.0%}")
     previous: Run | None = None
     start, max_envs, refine, objective = o.start, o.max_envs, o.refine, o.objective
-    budget_bytes, headroom = o.budget_bytes, o.headroom_fraction
+    budget_bytes, headroom, devices = o.budget_bytes, o.headroom_fraction, o.devices
     confirm, confirm_n = o.confirm, o.confirm_steps
     if o.resume is not None:
         previous = load_run(o.resume)
@@ -193,6 +195,11 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
             confirm = bool(searched.get("confirm", True))
         if confirm_n is None:
             confirm_n = searched.get("confirm_steps")
+        ran_on = int(searched.get("devices") or 1)
+        if devices is not None and devices != ran_on:
+            raise UserError(f"--devices {devices} differs from the {ran_on} device(s) {o.resume} "
+                            f"was measured on; start a new sweep instead")
+        devices = ran_on
     else:
         prof = _as_profile(o.profile)
     headroom = DEFAULT_HEADROOM_FRACTION if headroom is None else headroom
@@ -204,8 +211,9 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
         raise UserError("--start and --max-envs must be positive integers")
     if start > max_envs:
         raise UserError(f"--start {start} is above --max-envs {max_envs}")
+    devices = 1 if devices is None else devices
     nvml = nvml if nvml is not None else Nvml()
-    overhead = measure_overhead_bytes(nvml) if budget_bytes and nvml.available else None
+    facts = measure_device(nvml) if nvml.available else DeviceFacts(None, None)
     confirm = True if confirm is None else confirm
     if confirm_n is not None and (isinstance(confirm_n, bool) or not isinstance(confirm_n, int)
                                   or not 1 <= confirm_n <= 1_000_000):
@@ -213,15 +221,17 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     config = SweepConfig(prof, budget_bytes, headroom, start, max_envs, refine,
                          timeout_s=o.timeout_s,
                          compile_cache_dir=str(default_cache_dir() / "jax") if o.cache else None,
-                         objective=objective, confirm=confirm, confirm_steps=confirm_n)
+                         device_count=devices, objective=objective, confirm=confirm,
+                         confirm_steps=confirm_n)
     # Trials run under budget x (1 - headroom): an ok trial has then proven the headroom
     # whatever its peak's jitter, and on CPU the cap counts the data segment, which runs
     # above RSS, so a peak compared with a line after the fact proved nothing.
-    cap = plan_cap(config.limit_bytes, nvml, overhead)
+    cap = plan_cap(config.limit_bytes, nvml, facts.overhead_bytes, devices=devices,
+                   runtime_total_bytes=facts.runtime_total_bytes)
     header = make_header(config, nvml, cap.description,
                          {"start": start, "max_envs": max_envs, "refine": refine,
                           "objective": str(objective), "confirm": confirm,
-                          "confirm_steps": confirm_n})
+                          "confirm_steps": confirm_n, "devices": devices})
     state = SweepState()
     warnings: list[str] = []
     if previous is not None:
@@ -237,7 +247,8 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = o.out or Path("vramtune-runs") / f"{stamp}-{prof.name}"
         create_run(run_dir, header)
-    executor = LocalExecutor(cap, nvml, overhead_bytes=overhead, standby=o.standby)
+    executor = LocalExecutor(cap, nvml, overhead_bytes=facts.overhead_bytes,
+                             runtime_total_bytes=facts.runtime_total_bytes, standby=o.standby)
     return PreparedSweep(config, objective, header, run_dir, state, executor, nvml, warnings)
 
 
@@ -318,7 +329,8 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
         purpose = Purpose.REPEAT
     return TrialRequest(config.profile, step.num_envs, budget_bytes=config.budget_bytes,
                         timeout_s=timeout_s, compile_cache_dir=config.compile_cache_dir,
-                        purpose=purpose, training_steps=steps, cap_bytes=config.limit_bytes)
+                        purpose=purpose, training_steps=steps, cap_bytes=config.limit_bytes,
+                        device_count=config.device_count)
 
 
 def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: SweepState,
