@@ -269,12 +269,12 @@ _ALLOC = re.compile(r"(?:Out of memory allocating|allocat\w*) (\d+) bytes")
 
 def classify(code: int, text: str, timed_out: bool) -> tuple[str, str]:
     """(status, one-line message) from the child's exit code and output."""
-    lines = [l for l in text.splitlines() if l.strip() and not l.startswith("@@")]
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("@@")]
     if timed_out:
         return "error", "timeout"
     if code == 0:
         return "ok", "finished"
-    oom_lines = [l for l in lines if _OOM.search(l)]
+    oom_lines = [ln for ln in lines if _OOM.search(ln)]
     if oom_lines:
         return "oom", oom_lines[-1].strip()[:300]
     if code < 0:
@@ -284,7 +284,7 @@ def classify(code: int, text: str, timed_out: bool) -> tuple[str, str]:
         # without any message: count it as OOM only when a cap was set.
         return "oom?" if name in ("SIGSEGV", "SIGABRT", "SIGBUS") else "error", \
             f"killed by {name}" + (f"; last: {lines[-1].strip()[:200]}" if lines else "")
-    errs = [l for l in lines if re.match(r"^\w[\w.]*(Error|Exception)\b", l)]
+    errs = [ln for ln in lines if re.match(r"^\w[\w.]*(Error|Exception)\b", ln)]
     return "error", (errs[-1] if errs else (lines[-1] if lines else f"exit {code}"))[:300]
 
 
