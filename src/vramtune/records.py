@@ -52,6 +52,7 @@ class Purpose(StrEnum):
     SEARCH = "search"
     REPEAT = "repeat"
     CONFIRM = "confirm"
+    ALONE = "alone"  # a fitting size run with nothing beside it, for its steps/s (issue 13)
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,9 @@ class TrialResult:
     cap: str | None = None  # e.g. "RLIMIT_DATA=1500000000" or "XLA_CLIENT_MEM_FRACTION=0.0931"
     cap_bytes: int | None = None  # what the cap held the trial to: budget x (1 - headroom)
     purpose: Purpose = Purpose.SEARCH
+    # other trials ran on the same device at the same time: its memory verdict holds (it had
+    # its own cap), its speed figures do not (they shared the compute)
+    shared_run: bool = False
     # how long it trained, and whether memory had stopped growing when it stopped
     training_steps: int | None = None
     evals: int | None = None

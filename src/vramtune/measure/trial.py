@@ -62,6 +62,7 @@ class TrialRequest:
     purpose: Purpose = Purpose.SEARCH
     training_steps: int | None = None  # train exactly this long (a confirming run)
     cap_bytes: int | None = None  # enforce this instead of the budget (budget x (1 - headroom))
+    alone: bool = False  # its steps/s count: the executor runs nothing beside it on the device
 
     @property
     def enforced_bytes(self) -> int | None:
