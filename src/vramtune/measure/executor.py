@@ -47,6 +47,18 @@ class Executor(Protocol):
         ...
 
 
+def may_join(running: Sequence[tuple[int, bool]], cap_bytes: int, alone: bool, parallel: int,
+             device_bytes: int) -> bool:
+    """Whether a trial capped at ``cap_bytes`` may start beside the ``running`` ones, each
+    (cap bytes, alone): the first always starts; nothing joins or is joined by a trial that
+    must run alone; at most ``parallel`` at once, their caps summing to at most the device."""
+    if not running:
+        return True
+    if alone or any(a for _, a in running) or len(running) >= parallel:
+        return False
+    return sum(held for held, _ in running) + cap_bytes <= device_bytes
+
+
 class _Cancelled(Exception):
     """Raised in a trial's thread to stop it: run_trial kills the trial's process group."""
 
@@ -174,14 +186,9 @@ class LocalExecutor:
             done.put((ident, result))
 
         def admit(request: TrialRequest) -> bool:
-            if not running:
-                return True  # alone, or the first: always
-            if request.alone or any(alone for _, _, alone in running.values()):
-                return False
-            if len(running) >= self.parallel:
-                return False
-            used = sum(held for _, held, _ in running.values())
-            return used + (request.enforced_bytes or device) <= device
+            return may_join([(held, alone) for _, held, alone in running.values()],
+                            request.enforced_bytes or device, request.alone, self.parallel,
+                            device)
 
         try:
             while pending or running:

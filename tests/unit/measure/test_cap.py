@@ -39,3 +39,15 @@ def test_cpu_cap_is_rlimit_data_with_preallocation_off():
 def test_no_budget_on_cpu_means_no_cap():
     cap = plan_cap(None, None, None)
     assert cap.rlimit_data_bytes is None and cap.description is None
+
+
+def test_trials_join_a_batch_only_while_their_caps_fit_the_device():
+    from vramtune.measure.executor import may_join
+
+    GB = 10**9
+    assert may_join([], 9 * GB, False, 2, 4 * GB)  # the first always starts
+    assert may_join([(2 * GB, False)], 2 * GB, False, 2, 4 * GB)
+    assert not may_join([(2 * GB, False)], 3 * GB, False, 2, 4 * GB)  # caps over the device
+    assert not may_join([(1 * GB, False), (1 * GB, False)], 1 * GB, False, 2, 4 * GB)  # K full
+    assert not may_join([(1 * GB, False)], 1 * GB, True, 4, 8 * GB)  # it must run alone
+    assert not may_join([(1 * GB, True)], 1 * GB, False, 4, 8 * GB)  # the running one must
