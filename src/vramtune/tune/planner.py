@@ -24,6 +24,8 @@ from enum import StrEnum
 from vramtune.records import Status, TrialResult
 from vramtune.tune import search
 from vramtune.units import format_bytes
+from vramtune.workload.profile import Profile
+from vramtune.workload.rules import ScalingPolicy
 
 BOUNDARY_FAILURES = frozenset({Status.OOM, Status.TIMEOUT, Status.CRASH})
 
@@ -195,6 +197,22 @@ def candidates(space: SearchSpace) -> list[int]:
     if len(grid) < 2 and space.candidate is not None:
         grid = search.round_grid(space.is_valid, space.start, space.max_envs, ROUND_GRID_BITS)
     return grid
+
+
+def keeps_base_unrolls(profile: Profile, device_count: int) -> Callable[[int], bool] | None:
+    """The growing policies' sizes that keep the base's unrolls per training step: on them
+    memory grows with num_envs (a size whose batch rounds up to more unrolls needs more than
+    a larger one that does not), which the predictive search relies on. None: every size."""
+    if profile.scaling is ScalingPolicy.HOLD_ENV_STEPS:
+        return None
+    base = profile.base_shape
+
+    def keeps(n: int) -> bool:
+        shape = profile.shape_for(n, device_count)
+        return shape is not None and shape.samples_per_update * base.num_envs == \
+            base.samples_per_update * n
+
+    return keeps
 
 
 def model_figure_bytes(result: TrialResult) -> int | None:

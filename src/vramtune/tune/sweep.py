@@ -40,6 +40,7 @@ from vramtune.tune.planner import (
     SearchSpace,
     Step,
     doubling_sizes,
+    keeps_base_unrolls,
     plan_round,
 )
 from vramtune.tune.recommend import (
@@ -53,7 +54,6 @@ from vramtune.tune.recommend import (
 )
 from vramtune.units import format_bytes, headroom_limit_bytes
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
-from vramtune.workload.rules import ScalingPolicy
 
 
 @dataclass(frozen=True)
@@ -90,23 +90,8 @@ class SweepConfig:
         return SearchSpace(start=self.start, max_envs=self.max_envs, refine=refine,
                            limit_bytes=self.limit_bytes,
                            is_valid=lambda n: prof.sweepable(n, devices), method=self.search,
-                           shape_of=shape_of, candidate=_keeps_unrolls(prof, devices))
+                           shape_of=shape_of, candidate=keeps_base_unrolls(prof, devices))
 
-
-def _keeps_unrolls(profile: Profile, device_count: int) -> Callable[[int], bool] | None:
-    """The growing policies' sizes that keep the base's unrolls per training step: on them
-    memory grows with num_envs (a size whose batch rounds up to more unrolls needs more than
-    a larger one that does not), which the predictive search relies on. None: every size."""
-    if profile.scaling is ScalingPolicy.HOLD_ENV_STEPS:
-        return None
-    base = profile.base_shape
-
-    def keeps(n: int) -> bool:
-        shape = profile.shape_for(n, device_count)
-        return shape is not None and shape.samples_per_update * base.num_envs == \
-            base.samples_per_update * n
-
-    return keeps
 
 
 @dataclass
