@@ -45,7 +45,7 @@ def test_predictive_sweep_jumps_with_the_model_and_recommends_a_size_it_ran(tmp_
 def test_parallel_sweep_marks_shared_runs_and_measures_the_pick_alone(tmp_path):
     run_dir = tmp_path / "run"
     # nothing fails up to 256 under 1.5 GB: one round of two shared trials, then the
-    # largest size alone (max-envs compares no steps/s below it)
+    # largest size alone (max-envs compares no steps/s below it), then its repeat
     proc = run_cli("sweep", "--start", "64", "--max-envs", "256", "--gpu-mem", "1.5GB",
                    "--headroom", "0%", "--no-confirm", "--parallel", "2", "--objective",
                    "max-envs", "--out", str(run_dir))
@@ -57,7 +57,9 @@ def test_parallel_sweep_marks_shared_runs_and_measures_the_pick_alone(tmp_path):
     assert all(t["shared_run"] and t["status"] == "ok" for t in first)
     alone = trials[2]
     assert (alone["num_envs"], alone["purpose"], alone["shared_run"]) == (256, "alone", False)
-    assert len(trials) == 3  # 256 fit twice (shared, then alone): no repeat needed
+    repeat = trials[3]  # the pick's proof (--no-confirm: a plain repeat)
+    assert (repeat["num_envs"], repeat["purpose"], repeat["shared_run"]) == (256, "repeat", False)
+    assert len(trials) == 4
     out = proc.stdout
     assert "recommended: num_envs=256" in out
     assert "shared" in out and "its steps/s do not (shared compute)" in out

@@ -23,6 +23,7 @@ from enum import StrEnum
 
 from vramtune.records import Status, TrialResult
 from vramtune.tune import search
+from vramtune.tune.recommend import past_boundary
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile
 from vramtune.workload.rules import ScalingPolicy
@@ -235,8 +236,8 @@ def model_limit_bytes(results: Sequence[TrialResult], limit_bytes: int) -> int:
 
 def as_trial(result: TrialResult, limit_bytes: int | None) -> search.Trial:
     shape = (result.batch_size, result.num_minibatches, result.unroll_length)
-    over = (result.status is Status.OK and limit_bytes is not None
-            and result.peak_bytes is not None and result.peak_bytes > limit_bytes)
+    # the recommender's rule (an ok trial under a cap no larger than the line proved it)
+    over = result.status is Status.OK and past_boundary(result, limit_bytes)
     figure = model_figure_bytes(result) if result.status is Status.OK else None
     return search.Trial(result.num_envs, str(result.status),
                         float(figure) if figure is not None else None,
