@@ -25,8 +25,10 @@ def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path):
     run_dir = tmp_path / "run"
     # --no-cache: a warm compile cache skips compilation and its ~150 MB of host memory, which
     # would move the CPU boundary depending on what ran before. 2048 envs never fit in 1.3 GB.
+    # --search bisect: today's doubling, then bisection (tests/integration/test_search.py
+    # sweeps with the predictive default).
     proc = run_cli("sweep", "--start", "256", "--max-envs", "2048", "--gpu-mem", "1.3GB",
-                   "--refine", "1", "--no-cache", "--out", str(run_dir))
+                   "--refine", "1", "--no-cache", "--search", "bisect", "--out", str(run_dir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     trials = _trials(run_dir)
     sizes = [t["num_envs"] for t in trials]
