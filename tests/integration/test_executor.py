@@ -99,8 +99,3 @@ def test_a_batch_stopped_early_kills_what_still_runs():
     executor.close()
     _, alive = psutil.wait_procs(_trial_children(), timeout=10)
     assert not alive
-
-
-def test_parallel_without_a_budget_runs_one_at_a_time():
-    executor = LocalExecutor(parallel=4)
-    assert executor.parallel == 1 and "without a budget" in executor.parallel_note

@@ -51,3 +51,16 @@ def test_trials_join_a_batch_only_while_their_caps_fit_the_device():
     assert not may_join([(1 * GB, False), (1 * GB, False)], 1 * GB, False, 2, 4 * GB)  # K full
     assert not may_join([(1 * GB, False)], 1 * GB, True, 4, 8 * GB)  # it must run alone
     assert not may_join([(1 * GB, True)], 1 * GB, False, 4, 8 * GB)  # the running one must
+
+
+def test_parallel_trials_are_bounded_by_the_host_memory_available():
+    from vramtune.measure.cap import plan_cap
+    from vramtune.measure.executor import LocalExecutor
+
+    small = LocalExecutor(plan_cap(10**9, None, None), parallel=2, standby=False)
+    assert small.parallel == 2 and small.parallel_note is None  # 2 x 1 GB fit this host
+    huge = LocalExecutor(plan_cap(10**15, None, None), parallel=4, standby=False)
+    assert huge.parallel == 1 and "host's available memory" in huge.parallel_note
+    uncapped = LocalExecutor(parallel=3, standby=False)
+    assert uncapped.parallel == 1 and "without a budget" in uncapped.parallel_note
+    assert LocalExecutor(parallel=1).parallel_note is None
