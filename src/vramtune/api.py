@@ -28,7 +28,7 @@ from vramtune.records import Purpose, TrialResult
 from vramtune.results.frame import runs_frame
 from vramtune.results.store import load_run
 from vramtune.tune.budgets import Emission, Measurements, choose_for_budget, merge_runs
-from vramtune.tune.planner import Step
+from vramtune.tune.planner import SearchMethod, Step
 from vramtune.tune.recommend import Objective, Recommendation, choose
 from vramtune.tune.sweep import PreparedSweep, SweepOptions, prepare
 from vramtune.tune.sweep import run_sweep as _run_sweep
@@ -64,6 +64,16 @@ def as_fraction(value: Percent, what: str = "--headroom") -> float | None:
     return float(value)
 
 
+def as_search(value: str | SearchMethod | None) -> SearchMethod | None:
+    if value is None or isinstance(value, SearchMethod):
+        return value
+    try:
+        return SearchMethod(value)
+    except ValueError:
+        raise UserError(f"unknown search {value!r}: expected one of "
+                        f"{', '.join(m.value for m in SearchMethod)}") from None
+
+
 def as_objective(value: str | Objective | None) -> Objective | None:
     if value is None or isinstance(value, Objective):
         return value
@@ -93,6 +103,7 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
                   resume: str | Path | None = None, timeout_s: float | None = None,
                   cache: bool = True, standby: bool = True, confirm: bool | None = None,
                   confirm_steps: int | None = None, devices: int | None = None,
+                  search: str | SearchMethod | None = None, parallel: int = 1,
                   nvml: Nvml | None = None) -> PreparedSweep:
     """Everything before the first trial; ``run_prepared`` then runs it. Split in two so a
     caller (the CLI) can keep what was measured when the run is interrupted."""
@@ -103,7 +114,8 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
                            resume=Path(resume) if resume is not None else None,
                            timeout_s=timeout_s, cache=cache, standby=standby,
                            confirm=confirm, confirm_steps=confirm_steps,
-                           devices=as_devices(devices))
+                           devices=as_devices(devices), search=as_search(search),
+                           parallel=parallel)
     return prepare(options, nvml=nvml)
 
 
@@ -131,9 +143,12 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
           out: str | Path | None = None, resume: str | Path | None = None,
           timeout_s: float | None = None, cache: bool = True, standby: bool = True,
           confirm: bool | None = None, confirm_steps: int | None = None,
-          devices: int | None = None,
+          devices: int | None = None, search: str | SearchMethod | None = None,
+          parallel: int = 1,
           on_event: EventCallback | None = None) -> SweepOutcome:
-    """Doubling num_envs under the budget, then refinement; the measured pick.
+    """The boundary under the budget (``search``: predictive, the default, aims with a memory
+    model fitted to the trials so far; bisect doubles then bisects), then the measured pick.
+    ``parallel`` trials run at once where their caps fit the device together.
 
     >>> outcome = vramtune.sweep("quick", gpu_mem="1.5GB")        # doctest: +SKIP
     >>> outcome.recommendation.chosen.num_envs                      # doctest: +SKIP
@@ -141,7 +156,8 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
     prepared = prepare_sweep(profile, gpu_mem=gpu_mem, headroom=headroom, start=start,
                              max_envs=max_envs, refine=refine, objective=objective, out=out,
                              resume=resume, timeout_s=timeout_s, cache=cache, standby=standby,
-                             confirm=confirm, confirm_steps=confirm_steps, devices=devices)
+                             confirm=confirm, confirm_steps=confirm_steps, devices=devices,
+                             search=search, parallel=parallel)
     return run_prepared(prepared, on_event)
 
 

@@ -52,6 +52,7 @@ class Purpose(StrEnum):
     SEARCH = "search"
     REPEAT = "repeat"
     CONFIRM = "confirm"
+    ALONE = "alone"  # a fitting size run with nothing beside it, for its steps/s (issue 13)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ class TrialResult:
     allocator_in_force: str | None = None
     rlimit_data_bytes: int | None = None  # CPU: the soft RLIMIT_DATA in force; None: unlimited
     purpose: Purpose = Purpose.SEARCH
+    # other trials ran on the same device at the same time: its memory verdict holds (it had
+    # its own cap), its speed figures do not (they shared the compute)
+    shared_run: bool = False
     # how long it trained, and whether memory had stopped growing when it stopped
     training_steps: int | None = None
     evals: int | None = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import psutil
 
 from vramtune.measure.executor import LocalExecutor
@@ -47,3 +49,53 @@ def test_standby_off_runs_fresh_processes():
     executor = LocalExecutor(standby=False)
     executor.run(TrialRequest(load_profile("quick"), 128))
     assert executor._standby is None
+
+
+def _trial_children() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True)
+            if "vramtune.measure.child" in " ".join(p.cmdline())]
+
+
+def test_capped_trials_run_together_stream_back_and_are_marked_shared():
+    """Two capped trials at once (their caps fit the host), each result as it finishes."""
+    from datetime import datetime
+
+    from vramtune.measure.cap import plan_cap
+
+    profile = load_profile("quick")
+    cap = int(1.5e9)
+    executor = LocalExecutor(plan_cap(cap, None, None), parallel=2)
+    assert executor.parallel == 2, executor.parallel_note
+    results = list(executor.run_batch([TrialRequest(profile, 64, cap_bytes=cap),
+                                       TrialRequest(profile, 128, cap_bytes=cap)]))
+    executor.close()
+    assert sorted(r.num_envs for r in results) == [64, 128]
+    assert all(r.status is Status.OK and r.shared_run for r in results)
+    assert all(any("memory verdict holds" in n for n in r.notes) for r in results)
+    assert all(r.host_peak_data_bytes and r.host_peak_data_bytes <= cap for r in results)
+    ends = [datetime.fromisoformat(r.timestamp).timestamp() for r in results]
+    starts = [end - r.wall_s for end, r in zip(ends, results, strict=True)]
+    assert ends == sorted(ends), "yielded in the order they finished"
+    assert max(starts) < min(ends), "they ran at the same time"
+    assert not _trial_children()
+
+
+def test_a_batch_stopped_early_kills_what_still_runs():
+    from vramtune.measure.cap import plan_cap
+
+    profile = load_profile("quick")
+    cap = int(1.5e9)
+    executor = LocalExecutor(plan_cap(cap, None, None), parallel=2)
+    # num_envs=0 is rejected by Brax's rules before launch: it returns at once
+    batch = executor.run_batch([TrialRequest(profile, 0, cap_bytes=cap),
+                                TrialRequest(profile, 256, cap_bytes=cap)])
+    first = next(batch)
+    assert first.status is Status.INVALID and not first.shared_run
+    deadline = time.monotonic() + 20  # its thread may not have launched the child yet
+    while not _trial_children() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _trial_children(), "the second trial should be running"
+    batch.close()  # what an interrupt in the sweep does to the generator
+    executor.close()
+    _, alive = psutil.wait_procs(_trial_children(), timeout=10)
+    assert not alive

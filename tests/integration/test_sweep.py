@@ -25,11 +25,12 @@ def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path):
     run_dir = tmp_path / "run"
     # --no-cache: a warm compile cache skips compilation and its ~150 MB of host memory, which
     # would move the CPU boundary depending on what ran before. 2048 envs never fit in 1.3 GB.
-    # --confirm-steps 10: the long confirming run is tested in test_fidelity; here it only
-    # has to happen, after the search, at the recommended size.
+    # --search bisect: today's doubling, then bisection (tests/integration/test_search.py
+    # sweeps with the predictive default). --confirm-steps 10: the long confirming run is
+    # tested in test_fidelity; here it only has to happen, at the recommended size.
     proc = run_cli("sweep", "--start", "256", "--max-envs", "2048", "--gpu-mem", "1.3GB",
-                   "--refine", "1", "--no-cache", "--confirm-steps", "10", "--out", str(run_dir),
-                   timeout=1200)
+                   "--refine", "1", "--no-cache", "--search", "bisect", "--confirm-steps", "10",
+                   "--out", str(run_dir), timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     everything = _trials(run_dir)
     trials = [t for t in everything if t.get("purpose", "search") == "search"]

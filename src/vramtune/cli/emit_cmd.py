@@ -118,6 +118,8 @@ def emit_config(
             _say(f"{tag}notice: {notice}")
         if emission.optimisation_change:
             _say(f"{tag}note: {emission.optimisation_change}")
+        if emission.predicted is not None:
+            _say(f"{tag}{emission.predicted}")
         if file is None:
             typer.echo(text, nl=False)
             continue

@@ -16,7 +16,7 @@ from vramtune.results.store import Run, load_run
 from vramtune.tune.recommend import Objective, choose
 from vramtune.units import parse_percent
 from vramtune.views import runs as cmp
-from vramtune.views.sweep_table import sweep_table
+from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table
 
 
 class TableFormat(StrEnum):
@@ -84,6 +84,8 @@ def report(
         if run.results and not cmp.run_is_gpu(run):
             console.print("[dim]CPU backend: memory figures are host RAM (peak RSS), not "
                           "VRAM.[/dim]")
+        if any(r.shared_run for r in run.results):
+            console.print(f"[dim]{escape(SHARED_FOOTNOTE)}[/dim]")
         colour = "green" if rec.chosen else "red"
         console.print(f"[bold {colour}]{escape(cmp.recommendation_line(rec, h.budget_bytes))}[/]")
     if plot is not None:

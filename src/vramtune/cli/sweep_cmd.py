@@ -20,11 +20,12 @@ from vramtune.cli.tables import sweep_rich
 from vramtune.errors import UserError
 from vramtune.measure.wire import Event, Phase, Sample, TrialStarted
 from vramtune.records import Purpose, Status, TrialResult, any_gpu
+from vramtune.tune.planner import SearchMethod
 from vramtune.tune.recommend import Objective
 from vramtune.tune.sweep import PreparedSweep, summary
 from vramtune.units import budget_label, format_bytes
 from vramtune.views.runs import chosen_summary
-from vramtune.views.sweep_table import sweep_table
+from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table
 
 
 class Terminated(BaseException):
@@ -49,6 +50,7 @@ class _Progress:
         self.rss: int | None = None
         self.gpu: int | None = None
         self.live: Live | None = None
+        self.running: dict[int, int] = {}  # trial index -> num_envs, while it runs
 
     def __enter__(self) -> _Progress:
         if self.tty:
@@ -64,6 +66,10 @@ class _Progress:
         memory = f"host RSS {format_bytes(self.rss)}"
         if self.gpu is not None:
             memory += f", GPU {format_bytes(self.gpu)}"
+        if len(self.running) > 1:  # several at once: their events interleave, name them all
+            sizes = ", ".join(str(n) for n in self.running.values())
+            return Text(f"trials {', '.join(str(i) for i in self.running)} at once: num_envs "
+                        f"{sizes}  {time.monotonic() - self.started:5.1f} s")
         return Text(f"trial {self.index} (at most {self.planned}): num_envs={self.num_envs}  "
                     f"{self.phase}  {time.monotonic() - self.started:5.1f} s  {memory}")
 
@@ -72,6 +78,7 @@ class _Progress:
             return
         if isinstance(event, TrialStarted):
             self.index, self.num_envs = event.index, event.num_envs
+            self.running[event.index] = event.num_envs
             self.planned = max(self.planned, self.index)
             self.phase, self.started, self.rss, self.gpu = "starting", time.monotonic(), None, None
             if not self.tty:
@@ -87,12 +94,17 @@ class _Progress:
     def trial_done(self, result: TrialResult) -> None:
         if self.quiet:
             return
+        index = next((i for i, n in self.running.items() if n == result.num_envs), None)
+        if index is not None:
+            del self.running[index]
         capped = ""
         if result.cap_bytes is not None:
             what = "pool" if result.is_gpu else "data segment"
             capped = (f"; {what} {format_bytes(result.cap_figure_bytes)} of the "
                       f"{format_bytes(result.cap_bytes)} cap")
         purpose = "" if result.purpose is Purpose.SEARCH else f" [{result.purpose}]"
+        if result.shared_run:
+            purpose += " [shared run: steps/s not comparable]"
         line = escape(f"  num_envs={result.num_envs}{purpose}: {result.status}, "
                       f"{fmt.rate(result.steps_per_s)} steps/s, peak {format_bytes(result.peak_bytes)} "
                       f"{result.memory_label}{capped}, {fmt.seconds(result.wall_s)}")
@@ -133,6 +145,8 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool) -
         console.print(sweep_rich(table, title=title))
     if not gpu and state.results:
         console.print("[dim]CPU backend: memory figures are host RAM (peak RSS), not VRAM.[/dim]")
+    if any(r.shared_run for r in state.results):
+        console.print(f"[dim]{escape(SHARED_FOOTNOTE)}[/dim]")
     if state.final_step and not interrupted:
         console.print(f"search: {escape(state.final_step.reason)}")
     if state.reused:
@@ -163,8 +177,10 @@ def sweep(
     max_envs: Annotated[int | None, typer.Option("--max-envs",
                                                  help="Largest num_envs to try (default: the "
                                                       "profile's).")] = None,
-    refine: Annotated[int | None, typer.Option(help="Bisection trials after the first failure "
-                                                    "(default 3).")] = None,
+    refine: Annotated[int | None, typer.Option(help="Refinement trials: bisect, after the first "
+                                                    "failure (default 3); predictive, after "
+                                                    "its first two sizes (default: until the "
+                                                    "edge is bracketed).")] = None,
     headroom: Annotated[str | None, typer.Option(help="Keep peaks this far under the budget "
                                                       "(default 10%).")] = None,
     objective: Annotated[Objective | None, typer.Option(
@@ -188,15 +204,22 @@ def sweep(
                                 "trial's, at least 50).")] = None,
     devices: Annotated[int | None, typer.Option("--devices", help=DEVICES_HELP + " Default 1, or "
                                                 "a resumed run's.")] = None,
+    search: Annotated[SearchMethod | None, typer.Option(
+        help="predictive: aim at the boundary with a memory model fitted to the trials so far "
+             "(default); bisect: double, then bisect.")] = None,
+    parallel: Annotated[int, typer.Option(
+        help="Trials at once on this machine, when their caps fit the device together; "
+             "their steps/s are re-measured alone where the objective compares them.")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the final JSON summary.")]
     = False,
 ) -> None:
-    """Measure doubling num_envs under a memory budget, refine the boundary, recommend."""
+    """Find the num_envs boundary under a memory budget from real trials, recommend."""
     prepared = api.prepare_sweep(
         profile if profile is None else _nonempty(profile, "--profile"), gpu_mem=gpu_mem,
         headroom=headroom, start=start, max_envs=max_envs, refine=refine, objective=objective,
         out=out, resume=resume, timeout_s=timeout, cache=cache, standby=standby,
-        confirm=confirm, confirm_steps=confirm_steps, devices=devices)
+        confirm=confirm, confirm_steps=confirm_steps, devices=devices, search=search,
+        parallel=parallel)
     if prepared.nvml.notice and not json_out:
         err_console.print(f"[dim]note: {escape(prepared.nvml.notice)}[/dim]")
     for warning in prepared.warnings:

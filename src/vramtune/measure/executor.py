@@ -1,18 +1,27 @@
-"""Executors run trials: local subprocesses one at a time now; a cluster behind the same
-protocol. The executor holds the cap for the whole sweep and must be closed.
+"""Executors run trials: local subprocesses (one at a time, or several capped ones sharing the
+machine), a cluster behind the same protocol. The executor holds the cap for the whole sweep
+and must be closed.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import queue
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Protocol
+
+import psutil
 
 from vramtune.measure.cap import Cap, plan_cap
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.process import EventCallback, Standby
 from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
 from vramtune.measure.wire import Event, Phase
-from vramtune.records import TrialResult
+from vramtune.records import Status, TrialResult
+
+SHARED_NOTE = ("ran beside other trials on the same device: its memory verdict holds (its own "
+               "cap), its steps/s do not (shared compute)")
 
 
 class Executor(Protocol):
@@ -38,25 +47,76 @@ class Executor(Protocol):
         ...
 
 
+def may_join(running: Sequence[tuple[int, bool]], cap_bytes: int, alone: bool, parallel: int,
+             device_bytes: int) -> bool:
+    """Whether a trial capped at ``cap_bytes`` may start beside the ``running`` ones, each
+    (cap bytes, alone): the first always starts; nothing joins or is joined by a trial that
+    must run alone; at most ``parallel`` at once, their caps summing to at most the device."""
+    if not running:
+        return True
+    if alone or any(a for _, a in running) or len(running) >= parallel:
+        return False
+    return sum(held for held, _ in running) + cap_bytes <= device_bytes
+
+
+class _Cancelled(Exception):
+    """Raised in a trial's thread to stop it: run_trial kills the trial's process group."""
+
+
 class LocalExecutor:
-    """Trials as local subprocesses, one at a time (one GPU, one honest peak).
+    """Trials as local subprocesses: one at a time by default (one GPU, one honest peak).
 
     With ``standby`` on, the next trial's process is started and imports while the current
     one compiles, and is stopped (SIGSTOP) if it is still importing when measuring starts,
     so it never competes with the steps/s being measured.
+
+    With ``parallel`` K > 1, a batch runs up to K trials at once when their caps sum to at
+    most the device (GPU: the card's total; CPU: the host memory available when the batch
+    starts): each has its own cap, so its memory verdict holds, but they share the compute,
+    so every trial that overlapped another is marked ``shared_run`` and its steps/s do not
+    count. A request marked ``alone`` runs with nothing beside it. No standby then: it is
+    for one trial after another.
     """
 
     def __init__(self, cap: Cap | None = None, nvml: Nvml | None = None, *,
                  overhead_bytes: int | None = None, runtime_total_bytes: int | None = None,
-                 standby: bool = True) -> None:
+                 standby: bool = True, parallel: int = 1) -> None:
         self.cap = cap if cap is not None else plan_cap(None, nvml, overhead_bytes,
                                                         runtime_total_bytes=runtime_total_bytes)
-        self.parallel = 1
         self.nvml = nvml
         self.overhead_bytes = overhead_bytes
         self.runtime_total_bytes = runtime_total_bytes
         self.use_standby = standby
         self._standby: Standby | None = None
+        self.requested_parallel = max(1, int(parallel))
+        self.parallel, self.parallel_note = self._slots(self.requested_parallel)
+
+    def device_bytes(self) -> int | None:
+        """What the caps of trials running together may sum to: the card's total on GPU,
+        host memory available now on CPU."""
+        if self.cap.backend == "gpu":
+            info = self.nvml.info if self.nvml is not None else None
+            return info.total_bytes if info is not None else None
+        return int(psutil.virtual_memory().available)
+
+    def _slots(self, wanted: int) -> tuple[int, str | None]:
+        """How many trials may run at once, and why fewer than asked, if so."""
+        if wanted == 1:
+            return 1, None
+        each = self.cap.enforced_bytes
+        if each is None:
+            return 1, (f"--parallel {wanted}: without a budget nothing bounds each trial's "
+                       f"memory, so trials run one at a time")
+        device = self.device_bytes()
+        if device is None:
+            return 1, (f"--parallel {wanted}: the device's memory is unknown, so trials run "
+                       f"one at a time")
+        fit = max(1, device // each)
+        if fit < wanted:
+            where = "the card" if self.cap.backend == "gpu" else "the host's available memory"
+            return fit, (f"--parallel {wanted}: {fit} capped trial(s) fit in {where} "
+                         f"({device / 1e9:.1f} GB at {each / 1e9:.2f} GB each); running {fit}")
+        return wanted, None
 
     def run(self, request: TrialRequest, on_event: EventCallback | None = None) -> TrialResult:
         if invalid_result(request) is not None:
@@ -93,9 +153,82 @@ class LocalExecutor:
 
     def run_batch(self, requests: Sequence[TrialRequest],
                   on_event: EventCallback | None = None) -> Iterator[TrialResult]:
-        """One after another: one GPU, one honest peak, one honest steps/s."""
-        for request in requests:
-            yield self.run(request, on_event)
+        """Every request, each result yielded as it finishes: one after another (parallel 1,
+        or a lone request, with the standby), else up to ``parallel`` at once."""
+        if self.parallel == 1 or len(requests) <= 1:
+            for request in requests:
+                yield self.run(request, on_event)
+            return
+        yield from self._run_together(list(requests), on_event)
+
+    def _cap_for(self, request: TrialRequest) -> Cap:
+        if request.enforced_bytes == self.cap.enforced_bytes:
+            return self.cap
+        return plan_cap(request.enforced_bytes, self.nvml, self.overhead_bytes)
+
+    def _run_together(self, pending: list[TrialRequest],
+                      on_event: EventCallback | None) -> Iterator[TrialResult]:
+        if self._standby is not None:  # a standby is for one trial after another
+            self._standby.close()
+            self._standby = None
+        device = self.device_bytes() or 0
+        done: queue.Queue[tuple[int, TrialResult | BaseException]] = queue.Queue()
+        cancel = threading.Event()
+        running: dict[int, tuple[threading.Thread, int, bool]] = {}  # id -> (thread, bytes, alone)
+        shared: set[int] = set()
+        next_id = 0
+
+        def tick() -> None:
+            if cancel.is_set():
+                raise _Cancelled()
+
+        def work(ident: int, request: TrialRequest, cap: Cap) -> None:
+            try:
+                result: TrialResult | BaseException = run_trial(
+                    request, on_event, cap=cap, nvml=self.nvml, on_tick=tick)
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+                result = exc
+            done.put((ident, result))
+
+        def admit(request: TrialRequest) -> bool:
+            return may_join([(held, alone) for _, held, alone in running.values()],
+                            request.enforced_bytes or device, request.alone, self.parallel,
+                            device)
+
+        try:
+            while pending or running:
+                while pending and admit(pending[0]):
+                    request = pending.pop(0)
+                    cap = self._cap_for(request)
+                    thread = threading.Thread(target=work, args=(next_id, request, cap),
+                                              daemon=True, name=f"vramtune-trial-{next_id}")
+                    running[next_id] = (thread, request.enforced_bytes or device, request.alone)
+                    if len(running) > 1:
+                        shared.update(running)  # every trial that overlaps another shares
+                    thread.start()
+                    next_id += 1
+                ident, outcome = self._next_finished(done)
+                thread, _, _ = running.pop(ident)
+                thread.join()
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                if ident in shared and outcome.status is not Status.INVALID:
+                    outcome = dataclasses.replace(
+                        outcome, shared_run=True,
+                        notes=(*outcome.notes, SHARED_NOTE))
+                yield outcome
+        finally:
+            cancel.set()  # an interrupt, or the caller stopped: no trial outlives the batch
+            for thread, _, _ in running.values():
+                thread.join()
+
+    @staticmethod
+    def _next_finished(done: queue.Queue) -> tuple[int, TrialResult | BaseException]:
+        while True:  # short waits: Ctrl-C reaches the main thread between them
+            try:
+                return done.get(timeout=0.2)
+            except queue.Empty:
+                continue
 
     def close(self) -> None:
         """Kill the standby, if any: call when no further trial will come."""

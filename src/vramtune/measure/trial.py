@@ -54,6 +54,7 @@ class TrialRequest:
     training_steps: int | None = None  # train exactly this long (a confirming run)
     cap_bytes: int | None = None  # enforce this instead of the budget (budget x (1 - headroom))
     device_count: int = 1  # devices brax pmaps over; the trial is pinned to exactly these
+    alone: bool = False  # its steps/s count: the executor runs nothing beside it on the device
 
     @property
     def enforced_bytes(self) -> int | None:

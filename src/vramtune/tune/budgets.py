@@ -15,9 +15,11 @@ from vramtune.errors import UserError
 from vramtune.records import FAILED_BY_MEMORY, Purpose, Status, TrialResult, any_gpu, memory_kind
 from vramtune.results.frame import one_per_size
 from vramtune.results.store import Run
-from vramtune.tune.recommend import Objective, Recommendation, choose
-from vramtune.units import both_units, budget_label, format_bytes
-from vramtune.workload.profile import Profile, profile_from_dict
+from vramtune.tune import model as mm
+from vramtune.tune.planner import SearchSpace, candidates, keeps_base_unrolls, model_figure_bytes
+from vramtune.tune.recommend import Objective, Recommendation, choose, fits
+from vramtune.units import both_units, budget_label, format_bytes, headroom_limit_bytes
+from vramtune.workload.profile import Profile, load_profile, profile_from_dict
 from vramtune.workload.rules import BatchShape, lr_scaling_hint, violations
 
 CPU_NOTICE = ("measured on CPU: every figure is host RAM, not VRAM, and no GPU memory fraction "
@@ -53,6 +55,24 @@ class Measurements:
 
 
 @dataclass(frozen=True)
+class PredictedSize:
+    """What the memory model fitted to a sweep's peaks expects under a larger budget: a
+    prediction, not a measurement, and the command that would measure it."""
+
+    num_envs: int
+    mean_bytes: float
+    upper_bytes: float
+    limit_bytes: int
+    command: str
+
+    def __str__(self) -> str:
+        return (f"predicted, not measured: num_envs={self.num_envs} should fit (model peak "
+                f"{format_bytes(int(self.mean_bytes))}, upper bound "
+                f"{format_bytes(int(self.upper_bytes))}, under the {format_bytes(self.limit_bytes)} "
+                f"line); nothing is written for it until a sweep runs it: {self.command}")
+
+
+@dataclass(frozen=True)
 class Emission:
     """What one budget gets: the chosen trial, or why there is none, and what to know."""
 
@@ -62,6 +82,9 @@ class Emission:
     notices: tuple[str, ...]  # coverage gaps and caveats: printed, and written as comments
     error: str | None  # set when nothing measured fits (no file is written); says why
     optimisation_change: str | None  # what changed vs the profile's base, with the LR hint
+    # a budget above the sweep's cap: the size the memory model expects to fit, never
+    # written into a file, only shown as "predicted, not measured" with the command to run
+    predicted: PredictedSize | None = None
 
     @property
     def chosen(self) -> TrialResult | None:
@@ -114,7 +137,9 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
     if not source.on_gpu:
         notices.append(CPU_NOTICE)
     uncapped, cap = _largest_cap(source)
+    predicted = None
     if budget_bytes is not None and not uncapped and cap is not None and budget_bytes > cap:
+        predicted = predict_size(source, budget_bytes, headroom)
         notices.append(f"the sweep ran with a {budget_label(cap)} cap, below this {label} "
                        f"budget: sizes that need more than {budget_label(cap)} were never "
                        f"tried, so a larger num_envs may fit; run `vramtune sweep --gpu-mem "
@@ -142,7 +167,68 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
         change = optimisation_change(source.profile, chosen)
         rec = replace(rec, confirmation=confirmation_for(source, chosen.num_envs,
                                                           rec.limit_bytes))
-    return Emission(budget_bytes, headroom, rec, tuple(notices), error, change)
+    return Emission(budget_bytes, headroom, rec, tuple(notices), error, change, predicted)
+
+
+PREDICT_SPAN = 8  # look up to 8x the largest size measured (and the profile's maximum)
+
+
+def predict_size(source: Measurements, budget_bytes: int,
+                 headroom_fraction: float) -> PredictedSize | None:
+    """The largest round size the memory model, fitted to the measured peaks, puts under the
+    budget's line with its upper bound; None when the model cannot say or says nothing more
+    than what was measured."""
+    results = [r for r in source.every_result or source.results
+               if r.status is Status.OK and model_figure_bytes(r) is not None]
+    points = [mm.Point(r.num_envs, float(model_figure_bytes(r) or 0), r.batch_size,
+                       r.num_minibatches, r.unroll_length) for r in results]
+    model = mm.fit(points)
+    if model is None or model.growth()[1] <= 0:
+        return None
+    limit = headroom_limit_bytes(budget_bytes, headroom_fraction)
+    assert limit is not None
+    model_limit = limit
+    gpu = [r for r in results if r.is_gpu and r.jax_bytes_limit and r.cap_bytes]
+    if gpu:  # the allocator's limit sits below the cap by the CUDA context: keep that gap
+        model_limit = limit - max(r.cap_bytes - r.jax_bytes_limit for r in gpu)  # type: ignore[operator]
+    profile = source.profile
+    largest = max(r.num_envs for r in results)
+    top = max(profile.max_envs, PREDICT_SPAN * largest)
+    grid = candidates(SearchSpace(start=min(r.num_envs for r in results), max_envs=top,
+                                  refine=None, limit_bytes=limit,
+                                  is_valid=lambda n: profile.sweepable(n),
+                                  candidate=keeps_base_unrolls(profile, 1)))
+
+    def shape_of(n: int) -> tuple[int, int, int] | None:
+        shape = profile.shape_for(n)
+        return None if shape is None else (shape.batch_size, shape.num_minibatches,
+                                           profile.unroll_length)
+
+    try:
+        n = model.largest_fitting(grid, model_limit, shape_of)
+    except ValueError:
+        return None
+    fitted = [r.num_envs for r in source.results if fits(r, limit)]
+    if n is None or (fitted and n <= max(fitted)):
+        return None
+    pred = model.interval(n, shape_of(n))
+    return PredictedSize(n, pred.mean_bytes, pred.upper_bytes, limit,
+                         sweep_command(profile, budget_bytes, headroom_fraction, n))
+
+
+def sweep_command(profile: Profile, budget_bytes: int, headroom_fraction: float,
+                  num_envs: int) -> str:
+    """The sweep that would measure a budget: the built-in profile by name, else a file."""
+    try:
+        builtin = load_profile(profile.name).hash == profile.hash
+    except UserError:
+        builtin = False
+    name = profile.name if builtin else "PROFILE.yaml"
+    command = (f"vramtune sweep --profile {name} --gpu-mem {budget_label(budget_bytes)} "
+               f"--headroom {headroom_fraction:.0%}")
+    if num_envs >= profile.max_envs:
+        command += f" --max-envs {2 * num_envs}"
+    return command
 
 
 def confirmation_for(source: Measurements, num_envs: int,

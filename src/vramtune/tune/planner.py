@@ -1,26 +1,46 @@
 """The pure search planner: results so far -> the next num_envs to run, or done and why.
 
-Doubling from the start size over the sizes Brax's rules allow, until the first failure
-(out of memory, a peak over budget minus headroom, a timeout or a crash) or the maximum;
-then bisection between the last size that fit and the first that failed, on the valid
-grid, for up to ``refine`` more trials. Being pure, it is tested on recorded sequences, and
-``--resume`` replays it: the same results give the same next size.
+Two searches, both pure (tested on recorded sequences; ``--resume`` replays them: the same
+results, in any order, give the same next sizes):
+
+* ``bisect`` (``plan``): doubling from the start size over the sizes Brax's rules allow, until
+  the first failure (out of memory, a peak over budget minus headroom, a timeout or a crash) or
+  the maximum; then bisection between the last size that fit and the first that failed, on
+  the valid grid, for up to ``refine`` more trials.
+* ``predictive`` (the default, ``tune.search``): two sizes, then a jump to the size a memory
+  model fitted to the measured peaks predicts fits, then the proof of the edge; bisection when
+  the model misses. It proposes up to k sizes per round for k trials at once.
+
+``plan_round`` is the entry point: a list of steps for the next round.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from vramtune.records import Status, TrialResult
+from vramtune.tune import search
+from vramtune.tune.recommend import past_boundary
+from vramtune.units import format_bytes
+from vramtune.workload.profile import Profile
+from vramtune.workload.rules import ScalingPolicy
 
 BOUNDARY_FAILURES = frozenset({Status.OOM, Status.TIMEOUT, Status.CRASH})
+
+
+class SearchMethod(StrEnum):
+    PREDICTIVE = "predictive"  # a memory model aims the search (issue 13)
+    BISECT = "bisect"  # doubling, then bisection: nothing measured is used to aim
 
 
 class Phase(StrEnum):
     DOUBLING = "doubling"
     REFINING = "refining"
+    PREDICTING = "predicting"  # a size the memory model aimed at, or the proof of its edge
+    ALONE = "alone"  # a fitting size run alone, for the steps/s the objective compares
     REPEATING = "repeating"  # the chosen size once more, under the same cap
     CONFIRMING = "confirming"  # the chosen config, trained much longer
     DONE = "done"
@@ -30,9 +50,17 @@ class Phase(StrEnum):
 class SearchSpace:
     start: int
     max_envs: int
-    refine: int
+    refine: int | None  # bisect: trials after the first failure; predictive: after the
+    #                     bootstrap sizes; None: until the boundary is bracketed on the grid
     limit_bytes: int | None  # budget x (1 - headroom); None: only real failures count
     is_valid: Callable[[int], bool]  # Brax's rules under the profile's scaling policy
+    method: SearchMethod = SearchMethod.BISECT
+    # (batch_size, num_minibatches, unroll_length) at a size: what the model's rollout term needs
+    shape_of: Callable[[int], tuple[int, int, int] | None] | None = None
+    # the predictive search's grid, if narrower than is_valid: sizes where memory grows
+    # monotonically with num_envs (the growing policies' sizes that keep the base's unrolls
+    # per step; a size that rounds up to twice the unrolls needs more than a larger one)
+    candidate: Callable[[int], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +68,9 @@ class Step:
     phase: Phase
     num_envs: int | None  # None when done
     reason: str
+    # (mean, upper) peak in bytes the memory model expected: a prediction, shown only as
+    # "predicted", never as a result
+    predicted_bytes: tuple[float, float] | None = None
 
 
 def failed(result: TrialResult, limit_bytes: int | None) -> bool:
@@ -114,7 +145,7 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
             hi = min(hi, r.num_envs)
         elif r.status is Status.OK:
             lo = max(lo, r.num_envs) if r.num_envs < hi else lo
-    if len(refined) >= space.refine:
+    if space.refine is not None and len(refined) >= space.refine:
         return Step(Phase.DONE, None, f"boundary between {lo} (fits) and {hi} (fails) after "
                                       f"{len(refined)} refinement trial(s)")
     candidates = [n for n in range(lo + 1, hi) if space.is_valid(n) and n not in by_size]
@@ -148,3 +179,118 @@ def _failure_words(result: TrialResult, limit_bytes: int | None) -> str:
         return "its peak is over budget minus headroom"
     return {Status.OOM: "out of memory", Status.TIMEOUT: "timed out",
             Status.CRASH: "crashed"}.get(result.status, str(result.status))
+
+
+# ------------------------------------------------------------------------- predictive search
+
+ROUND_GRID_BITS = 4  # 1024, 1152, 1280, ...: the resolution bisection reaches with --refine 3
+_PHASES = {"bootstrap": Phase.DOUBLING, "double": Phase.DOUBLING, "bisect": Phase.REFINING,
+           "predict": Phase.PREDICTING, "edge": Phase.PREDICTING}
+
+
+def candidates(space: SearchSpace) -> list[int]:
+    """The predictive search's grid: round valid sizes between start and max_envs (the
+    narrower ``candidate`` grid when it holds at least two sizes)."""
+    def wanted(n: int) -> bool:
+        return space.is_valid(n) and (space.candidate is None or space.candidate(n))
+
+    grid = search.round_grid(wanted, space.start, space.max_envs, ROUND_GRID_BITS)
+    if len(grid) < 2 and space.candidate is not None:
+        grid = search.round_grid(space.is_valid, space.start, space.max_envs, ROUND_GRID_BITS)
+    return grid
+
+
+def keeps_base_unrolls(profile: Profile, device_count: int) -> Callable[[int], bool] | None:
+    """The growing policies' sizes that keep the base's unrolls per training step: on them
+    memory grows with num_envs (a size whose batch rounds up to more unrolls needs more than
+    a larger one that does not), which the predictive search relies on. None: every size."""
+    if profile.scaling is ScalingPolicy.HOLD_ENV_STEPS:
+        return None
+    base = profile.base_shape
+
+    def keeps(n: int) -> bool:
+        shape = profile.shape_for(n, device_count)
+        return shape is not None and shape.samples_per_update * base.num_envs == \
+            base.samples_per_update * n
+
+    return keeps
+
+
+def model_figure_bytes(result: TrialResult) -> int | None:
+    """The peak the memory model fits: the figure that runs out of the cap. CPU: the data
+    segment RLIMIT_DATA counts; GPU: the allocator's live peak (the pool grows in doubling
+    regions and under a cap fills up to it, so it is not smooth in num_envs)."""
+    if result.is_gpu:
+        figure = result.jax_peak_bytes_in_use
+    else:
+        figure = result.host_peak_data_bytes
+    return figure if figure is not None else result.peak_bytes
+
+
+def model_limit_bytes(results: Sequence[TrialResult], limit_bytes: int) -> int:
+    """Where the model's figure runs out: the limit, or on GPU the allocator's own limit
+    (the fraction left after the CUDA context), when the trials reported it."""
+    reported = [r.jax_bytes_limit for r in results if r.is_gpu and r.jax_bytes_limit]
+    return min([limit_bytes, *reported])
+
+
+def as_trial(result: TrialResult, limit_bytes: int | None) -> search.Trial:
+    shape = (result.batch_size, result.num_minibatches, result.unroll_length)
+    # the recommender's rule (an ok trial under a cap no larger than the line proved it)
+    over = result.status is Status.OK and past_boundary(result, limit_bytes)
+    figure = model_figure_bytes(result) if result.status is Status.OK else None
+    return search.Trial(result.num_envs, str(result.status),
+                        float(figure) if figure is not None else None,
+                        shape if None not in shape else None, over)  # type: ignore[arg-type]
+
+
+def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -> list[Step]:
+    """The next round: up to ``k`` sizes to run at once, or one DONE step that says why.
+
+    ``bisect`` with one worker is ``plan``, unchanged; with k workers, doubling then k-ary
+    bisection (no model). ``predictive`` without a budget has nothing to predict against and
+    searches as ``bisect`` does: the throughput curve an uncapped sweep is for.
+    """
+    k = max(1, int(k))
+    use_model = space.method is SearchMethod.PREDICTIVE and space.limit_bytes is not None
+    if k == 1 and not use_model:
+        return [plan(results, space)]
+    grid = candidates(space)
+    if not grid:
+        return [Step(Phase.DONE, None, f"no num_envs between {space.start} and {space.max_envs} "
+                                       f"satisfies Brax's batch rules for this profile")]
+    limit = (float(model_limit_bytes(results, space.limit_bytes))
+             if space.limit_bytes is not None else math.inf)
+    sp = search.Space(tuple(grid), limit, space.start, refine=space.refine,
+                      shape_of=space.shape_of, use_model=use_model)
+    trials = [as_trial(r, space.limit_bytes) for r in results]
+    stopper = next((r for r in results if r.status in (Status.ERROR, Status.INVALID)), None)
+    if stopper is not None:  # the message says why, as plan() does
+        return [Step(Phase.DONE, None, f"stopped: num_envs={stopper.num_envs} ended in "
+                                       f"{stopper.status} ({_last_line(stopper.error_message)}); "
+                                       f"that is not a memory limit, fix the workload first")]
+    proposal = search.propose(trials, sp, k)
+    if proposal.done:
+        return [Step(Phase.DONE, None, _done_words(proposal.reason))]
+    phase = _PHASES.get(proposal.phase, Phase.REFINING)
+    return [Step(phase, n, _step_words(proposal, n), proposal.predicted.get(n))
+            for n in proposal.sizes]
+
+
+def _step_words(proposal: search.Proposal, n: int) -> str:
+    """The proposal's reason, with the model's figures for this size labelled 'predicted'."""
+    words = proposal.reason
+    predicted = proposal.predicted.get(n)
+    if predicted is not None:
+        mean, upper = predicted
+        words += (f"; predicted peak {format_bytes(int(mean))}, upper bound "
+                  f"{format_bytes(int(upper))} (a prediction, not a measurement)")
+    return words
+
+
+def _done_words(reason: str) -> str:
+    if reason.startswith("no failure up to the largest candidate"):
+        return reason + " (raise --max-envs to look)"
+    if reason.startswith("the workload does not fit"):
+        return reason.replace("try a smaller start", "try a smaller --start")
+    return reason

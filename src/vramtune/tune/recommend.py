@@ -13,6 +13,7 @@ from enum import StrEnum
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.units import format_bytes, headroom_limit_bytes
 
+RANKED = frozenset({Purpose.SEARCH, Purpose.ALONE})  # trials whose steps/s may be compared
 KNEE_TOLERANCE = 0.05  # 'knee': smallest num_envs within 5% of the best steps/s
 
 
@@ -46,8 +47,10 @@ class Recommendation:
 
 
 def fits(result: TrialResult, limit_bytes: int | None) -> bool:
-    """An ok trial with throughput whose memory is proven under the line (``under_line``)."""
-    if result.status is not Status.OK or result.steps_per_s is None:
+    """An ok trial with throughput whose memory is proven under the line (``under_line``).
+    A run that shared the device proved its memory, not its speed: no candidate until the
+    size has run alone."""
+    if result.status is not Status.OK or result.steps_per_s is None or result.shared_run:
         return False
     return limit_bytes is None or under_line(result, limit_bytes) is True
 
@@ -76,9 +79,10 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     # stays unproven (the next smaller one is proven instead), the boundary stays put.
     unproven = {r.num_envs for r in rows if r.purpose is not Purpose.SEARCH
                 and r.status is Status.ERROR}
-    # Ranked on search trials only: a confirming run's longer window must not change the pick
-    # it was run to prove; proof runs count for the boundary and the confirmation.
-    candidates = [r for r in rows if r.purpose is Purpose.SEARCH and fits(r, limit)
+    # Ranked on search trials (and sizes re-run alone, as long as one) only: a confirming
+    # run's longer window must not change the pick it was run to prove; proof runs count
+    # for the boundary and the confirmation.
+    candidates = [r for r in rows if r.purpose in RANKED and fits(r, limit)
                   and (edge is None or r.num_envs < edge) and r.num_envs not in unproven]
     best = max((r.steps_per_s or 0.0 for r in candidates), default=None)
     chosen: TrialResult | None = None
@@ -96,7 +100,10 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
         else:
             chosen = max(candidates, key=lambda r: r.num_envs)
     reasons: dict[int, str] = {}
+    alone = {r.num_envs for r in rows if r.status is Status.OK and not r.shared_run}
     for r in rows:
+        if r.shared_run and r.num_envs in alone and r.status is Status.OK:
+            continue  # the size's run alone speaks for it
         reason = _reason(r, chosen, limit, best, objective, budget_bytes, edge)
         previous = reasons.get(r.num_envs)
         if previous is None or not (previous.startswith("recommended")
@@ -154,6 +161,8 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
     if edge is not None and r.num_envs >= edge:
         return (f"fit once, but a run at {edge} envs failed" if r.num_envs > edge
                 else "fit once, failed on another run")
+    if r.shared_run:
+        return "fits; shared run: its steps/s are not comparable until it runs alone"
     if best and chosen is not None:
         gap = 1 - (r.steps_per_s / best)
         if objective is Objective.MAX_ENVS:

@@ -34,8 +34,24 @@ from vramtune.results.store import (
     measurement_key,
     trial_key,
 )
-from vramtune.tune.planner import Phase, SearchSpace, Step, doubling_sizes, plan
-from vramtune.tune.recommend import Objective, choose
+from vramtune.tune.planner import (
+    Phase,
+    SearchMethod,
+    SearchSpace,
+    Step,
+    doubling_sizes,
+    keeps_base_unrolls,
+    plan_round,
+)
+from vramtune.tune.recommend import (
+    KNEE_TOLERANCE,
+    RANKED,
+    Objective,
+    choose,
+    fits,
+    past_boundary,
+    ties,
+)
 from vramtune.units import format_bytes, headroom_limit_bytes
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
 
@@ -47,22 +63,35 @@ class SweepConfig:
     headroom_fraction: float
     start: int
     max_envs: int
-    refine: int
+    refine: int | None  # None: the predictive search runs until the edge is bracketed
     timeout_s: float | None = None
     compile_cache_dir: str | None = None
     device_count: int = 1
     objective: Objective = Objective.THROUGHPUT
     confirm: bool = True  # train the chosen config much longer before recommending it
     confirm_steps: int | None = None  # None: CONFIRM_FACTOR x the trial's, at least MIN
+    search: SearchMethod = SearchMethod.PREDICTIVE
 
     @property
     def limit_bytes(self) -> int | None:
         return headroom_limit_bytes(self.budget_bytes, self.headroom_fraction)
 
     def space(self) -> SearchSpace:
-        return SearchSpace(start=self.start, max_envs=self.max_envs, refine=self.refine,
+        prof, devices = self.profile, self.device_count
+        refine = self.refine
+        if refine is None and self.search is SearchMethod.BISECT:
+            refine = DEFAULT_REFINE
+
+        def shape_of(n: int) -> tuple[int, int, int] | None:
+            shape = prof.shape_for(n, devices)
+            return None if shape is None else (shape.batch_size, shape.num_minibatches,
+                                               prof.unroll_length)
+
+        return SearchSpace(start=self.start, max_envs=self.max_envs, refine=refine,
                            limit_bytes=self.limit_bytes,
-                           is_valid=lambda n: self.profile.sweepable(n, self.device_count))
+                           is_valid=lambda n: prof.sweepable(n, devices), method=self.search,
+                           shape_of=shape_of, candidate=keeps_base_unrolls(prof, devices))
+
 
 
 @dataclass
@@ -121,6 +150,8 @@ class SweepOptions:
     confirm: bool | None = None  # None: on, or on resume what the run had
     confirm_steps: int | None = None
     devices: int | None = None  # None: 1, or a resumed run's
+    search: SearchMethod | None = None  # default predictive; on resume the run's own
+    parallel: int = 1  # trials at once on this machine (LocalExecutor)
 
 
 @dataclass
@@ -137,8 +168,11 @@ class PreparedSweep:
     warnings: list[str] = field(default_factory=list)
 
     def planned(self) -> int:
-        """An honest upper estimate of the trials: the doubling ladder plus refinement."""
-        return (len(doubling_sizes(self.config.space())) + self.config.refine
+        """An estimate of the trials for the progress line: the doubling ladder plus
+        refinement (bisect's upper bound; the predictive search usually needs fewer)."""
+        refine = self.config.space().refine
+        return (len(doubling_sizes(self.config.space()))
+                + (refine if refine is not None else DEFAULT_REFINE)
                 + (1 if self.config.budget_bytes or self.config.confirm else 0))
 
 
@@ -157,6 +191,8 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     o = options
     if o.refine is not None and o.refine < 0:
         raise UserError(f"--refine must be 0 or more, got {o.refine}")
+    if isinstance(o.parallel, bool) or not isinstance(o.parallel, int) or o.parallel < 1:
+        raise UserError(f"--parallel must be a positive integer, got {o.parallel!r}")
     if o.timeout_s is not None and not (o.timeout_s > 0 and math.isfinite(o.timeout_s)):
         raise UserError(f"--timeout must be a positive number of seconds, got {o.timeout_s:g}")
     if o.headroom_fraction is not None and not 0 <= o.headroom_fraction < 1:
@@ -164,6 +200,7 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
                         f"{o.headroom_fraction:.0%}")
     previous: Run | None = None
     start, max_envs, refine, objective = o.start, o.max_envs, o.refine, o.objective
+    method = o.search
     budget_bytes, headroom, devices = o.budget_bytes, o.headroom_fraction, o.devices
     confirm, confirm_n = o.confirm, o.confirm_steps
     if o.resume is not None:
@@ -200,10 +237,14 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
             raise UserError(f"--devices {devices} differs from the {ran_on} device(s) {o.resume} "
                             f"was measured on; start a new sweep instead")
         devices = ran_on
+        if method is None:  # runs from before issue 13 searched by bisection
+            method = SearchMethod(searched.get("search", SearchMethod.BISECT))
     else:
         prof = _as_profile(o.profile)
     headroom = DEFAULT_HEADROOM_FRACTION if headroom is None else headroom
-    refine = DEFAULT_REFINE if refine is None else refine
+    method = SearchMethod.PREDICTIVE if method is None else method
+    if refine is None and method is SearchMethod.BISECT:
+        refine = DEFAULT_REFINE
     objective = Objective.THROUGHPUT if objective is None else objective
     start = prof.first_size if start is None else start
     max_envs = prof.max_envs if max_envs is None else max_envs
@@ -222,7 +263,7 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
                          timeout_s=o.timeout_s,
                          compile_cache_dir=str(default_cache_dir() / "jax") if o.cache else None,
                          device_count=devices, objective=objective, confirm=confirm,
-                         confirm_steps=confirm_n)
+                         confirm_steps=confirm_n, search=method)
     # Trials run under budget x (1 - headroom): an ok trial has then proven the headroom
     # whatever its peak's jitter, and on CPU the cap counts the data segment, which runs
     # above RSS, so a peak compared with a line after the fact proved nothing.
@@ -231,7 +272,8 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     header = make_header(config, nvml, cap.description,
                          {"start": start, "max_envs": max_envs, "refine": refine,
                           "objective": str(objective), "confirm": confirm,
-                          "confirm_steps": confirm_n, "devices": devices})
+                          "confirm_steps": confirm_n, "devices": devices,
+                          "search": str(method), "parallel": o.parallel})
     state = SweepState()
     warnings: list[str] = []
     if previous is not None:
@@ -248,7 +290,10 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
         run_dir = o.out or Path("vramtune-runs") / f"{stamp}-{prof.name}"
         create_run(run_dir, header)
     executor = LocalExecutor(cap, nvml, overhead_bytes=facts.overhead_bytes,
-                             runtime_total_bytes=facts.runtime_total_bytes, standby=o.standby)
+                             runtime_total_bytes=facts.runtime_total_bytes, standby=o.standby,
+                             parallel=o.parallel)
+    if executor.parallel_note:
+        warnings.append(executor.parallel_note)
     return PreparedSweep(config, objective, header, run_dir, state, executor, nvml, warnings)
 
 
@@ -273,9 +318,10 @@ def confirm_timeout_s(config: SweepConfig, chosen: TrialResult, steps: int) -> f
 
 
 def _proof_basis(results: Sequence[TrialResult], num_envs: int) -> TrialResult:
-    """The search trial a proof run of this size is sized from (its training steps)."""
+    """The search trial (or run alone) a proof run of this size is sized from (its training
+    steps)."""
     return max((r for r in results if r.num_envs == num_envs and r.status is Status.OK
-                and r.purpose is Purpose.SEARCH), key=lambda r: r.training_steps or 0)
+                and r.purpose in RANKED), key=lambda r: r.training_steps or 0)
 
 
 def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | None:
@@ -302,26 +348,81 @@ def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | Non
     return Step(Phase.REPEATING, n, f"repeating {n} envs: a size fits only if it fits again")
 
 
+def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
+                space: SearchSpace) -> list[Step]:
+    """After the search: a size whose steps/s the objective compares and that has not run
+    alone (its only fitting runs shared the device, or, for ``knee``, a size of the doubling
+    ladder below the boundary the predictive search skipped). One at a time, from the largest
+    size that fits down, until a size is clearly slower than the best above it (throughput:
+    their ranges do not overlap; knee: more than 5% below): below that, smaller sizes are
+    taken to be slower still, as throughput grows with num_envs up to its plateau.
+    ``max-envs`` compares nothing: only the largest size must have run alone.
+    """
+    limit = config.limit_bytes
+    edge = min((r.num_envs for r in results if past_boundary(r, limit)), default=None)
+    fitting = sorted({r.num_envs for r in results if r.status is Status.OK
+                      and (edge is None or r.num_envs < edge)}, reverse=True)
+    if not fitting:
+        return []
+    sizes = fitting
+    if config.objective is Objective.MAX_ENVS:
+        sizes = fitting[:1]
+    elif config.objective is Objective.KNEE:
+        sizes = sorted(set(fitting) | {n for n in doubling_sizes(space) if n < fitting[0]},
+                       reverse=True)
+    best: TrialResult | None = None
+    for n in sizes:
+        alone = [r for r in results if r.num_envs == n and not r.shared_run]
+        if not alone:
+            shared = any(r.num_envs == n for r in results)
+            why = ("its runs so far shared the device, so their steps/s do not count" if shared
+                   else f"the {config.objective} objective compares its steps/s")
+            return [Step(Phase.ALONE, n, f"measuring {n} envs alone: {why}")]
+        measured = [r for r in alone if fits(r, limit)]
+        if not measured:
+            continue  # ran alone and has no steps/s to compare: running it again will not help
+        fastest = max(measured, key=lambda r: r.steps_per_s or 0.0)
+        if best is not None and _clearly_slower(fastest, best, config.objective):
+            break
+        if best is None or (fastest.steps_per_s or 0.0) > (best.steps_per_s or 0.0):
+            best = fastest
+    return []
+
+
+def _clearly_slower(r: TrialResult, best: TrialResult, objective: Objective) -> bool:
+    if objective is Objective.KNEE:
+        return (r.steps_per_s or 0.0) < (best.steps_per_s or 0.0) * (1 - KNEE_TOLERANCE)
+    return (r.steps_per_s or 0.0) < (best.steps_per_s or 0.0) and not ties(r, best)
+
+
 def next_steps(config: SweepConfig, results: Sequence[TrialResult], space: SearchSpace,
                parallel: int = 1) -> list[Step]:
-    """The trials of the next round: the search's, or once it is done, the proof of its pick.
-
-    ``parallel`` is how many trials the executor runs at once; the search proposes one per
-    round today (a batch planner can propose up to ``parallel``). Empty: the sweep is done.
-    """
+    """The trials of the next round: the search's (up to ``parallel`` sizes at once, the
+    trials the executor runs together), then the sizes the objective needs measured alone,
+    then the proof of the pick (``edge_step``). Empty: the sweep is done."""
     searched = [r for r in results if r.purpose is Purpose.SEARCH]
-    step = plan(searched, space)
-    if step.phase is not Phase.DONE and step.num_envs is not None:
-        return [step]
+    steps = plan_round(searched, space, parallel)
+    if steps[0].phase is not Phase.DONE:
+        return steps
+    alone = alone_steps(config, results, space)
+    if alone:
+        return alone
     proof = edge_step(config, results)
     return [proof] if proof is not None and proof.num_envs is not None else []
+
+
+def search_outcome(results: Sequence[TrialResult], space: SearchSpace, parallel: int = 1) -> Step:
+    """Why the search stopped (its DONE step), or the step it would take next."""
+    return plan_round([r for r in results if r.purpose is Purpose.SEARCH], space, parallel)[0]
 
 
 def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Step) -> TrialRequest:
     """The request for a planned step: a search trial, a repeat, or the long confirming run."""
     assert step.num_envs is not None
     purpose, steps, timeout_s = Purpose.SEARCH, None, config.timeout_s
-    if step.phase is Phase.CONFIRMING:
+    if step.phase is Phase.ALONE:
+        purpose = Purpose.ALONE
+    elif step.phase is Phase.CONFIRMING:
         chosen = _proof_basis(results, step.num_envs)
         purpose, steps = Purpose.CONFIRM, confirm_steps(config, chosen)
         timeout_s = confirm_timeout_s(config, chosen, steps)
@@ -330,7 +431,8 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
     return TrialRequest(config.profile, step.num_envs, budget_bytes=config.budget_bytes,
                         timeout_s=timeout_s, compile_cache_dir=config.compile_cache_dir,
                         purpose=purpose, training_steps=steps, cap_bytes=config.limit_bytes,
-                        device_count=config.device_count)
+                        device_count=config.device_count,
+                        alone=purpose is not Purpose.SEARCH)
 
 
 def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: SweepState,
@@ -344,8 +446,7 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
         while True:
             steps = next_steps(config, state.results, space, executor.parallel)
             if not steps:
-                state.final_step = plan([r for r in state.results
-                                         if r.purpose is Purpose.SEARCH], space)
+                state.final_step = search_outcome(state.results, space, executor.parallel)
                 return state
             requests = []
             for step in steps:

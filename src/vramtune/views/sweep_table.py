@@ -18,14 +18,16 @@ from vramtune.tune.recommend import Recommendation
 from vramtune.units import format_bytes
 from vramtune.views.tables import Column, Table
 
-RAW_COLUMNS = ("num_envs", "batch_size", "num_minibatches", "purpose", "status",
+RAW_COLUMNS = ("num_envs", "batch_size", "num_minibatches", "purpose", "shared_run", "status",
                "alloc_peak_bytes", "process_peak_bytes", "host_peak_bytes", "capped_peak_bytes",
                "cap_bytes", "budget_share", "compile_s",
                "steps_per_s", "steps_per_s_per_env", "relative_speed", "recommended", "reason")
 """The CSV/JSON columns: alloc = JAX allocator live peak (GPU only); process = NVML per
 process, else the allocator pool (GPU only); host = exact peak RSS; capped = the figure the
 cap counts (CPU: peak data segment under RLIMIT_DATA; GPU: the allocator pool) and cap_bytes
-what it was capped at; purpose = search, repeat or confirm (the long run); budget_share =
+what it was capped at; purpose = search, repeat, confirm (the long run) or alone (a size
+re-measured with nothing beside it); shared_run = it ran beside other trials, so its memory
+verdict holds and its steps/s are not comparable; budget_share =
 peak / budget; relative_speed = steps/s over the best the recommender could choose."""
 
 
@@ -41,7 +43,7 @@ def comparison_frame(results: Sequence[TrialResult], rec: Recommendation,
     frame = pd.DataFrame({
         "num_envs": trials["num_envs"], "batch_size": trials["batch_size"],
         "num_minibatches": trials["num_minibatches"], "purpose": trials["purpose"],
-        "status": trials["status"],
+        "shared_run": trials["shared_run"], "status": trials["status"],
         "alloc_peak_bytes": trials["jax_peak_bytes_in_use"],
         "process_peak_bytes": trials["process_peak_bytes"],
         "host_peak_bytes": trials["host_peak_rss_bytes"],
@@ -80,6 +82,10 @@ def _proof_failure(r: TrialResult) -> str:
     return f"{r.status}, so {r.num_envs} stays unproven and a smaller size is proven instead"
 
 
+SHARED_FOOTNOTE = ("shared: the trial ran beside others on the same device; its memory verdict "
+                   "holds (its own cap), its steps/s do not (shared compute)")
+
+
 def _columns(gpu: bool) -> tuple[Column, ...]:
     """Headers that say which memory each column is: VRAM on GPU, host RAM on CPU."""
     return (Column("num_envs", "num_envs", "right"), Column("batch", "batch"),
@@ -111,17 +117,23 @@ def sweep_table(results: Sequence[TrialResult], rec: Recommendation,
         batch = (f"{col['batch_size'][i]} x {col['num_minibatches'][i]}"
                  if col["batch_size"][i] else fmt.NA)
         purpose = col["purpose"][i]
+        run = "" if purpose in (None, "search") else purpose
+        shared = bool(col["shared_run"][i])
+        if shared:
+            run = f"{run}, shared" if run else "shared"
         capped = col["capped_peak_bytes"][i]
         cap = col["cap_bytes"][i]
         rows.append([f"{'* ' if col['recommended'][i] else ''}{col['num_envs'][i]}", batch,
-                     "" if purpose in (None, "search") else purpose,
+                     run,
                      col["status"][i], format_bytes(col["alloc_peak_bytes"][i]),
                      format_bytes(col["process_peak_bytes"][i]),
                      format_bytes(col["host_peak_bytes"][i]),
                      "" if capped is None else (format_bytes(capped)
                                                 + (f" / {format_bytes(cap)}" if cap else "")),
                      fmt.percent(col["budget_share"][i]),
-                     _number(col["compile_s"][i], ".1f"), fmt.rate(col["steps_per_s"][i]),
+                     _number(col["compile_s"][i], ".1f"),
+                     fmt.rate(col["steps_per_s"][i]) + (" (shared)" if shared and
+                                                        col["steps_per_s"][i] is not None else ""),
                      _number(col["steps_per_s_per_env"][i], ",.1f"),
                      fmt.percent(col["relative_speed"][i]), col["reason"][i]])
     return Table.from_rows(_columns(any_gpu(results)), rows, data=raw,

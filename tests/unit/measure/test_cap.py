@@ -173,3 +173,28 @@ def test_several_gpus_of_different_sizes_are_refused(fake_nvml, monkeypatch):
     assert plan_gpu_cap(None, nvml, None, devices=1).visible_uuids == (GPU0,)
     with pytest.raises(UserError, match="differ in size"):
         plan_gpu_cap(None, nvml, None, devices=2)
+
+
+def test_trials_join_a_batch_only_while_their_caps_fit_the_device():
+    from vramtune.measure.executor import may_join
+
+    GB = 10**9
+    assert may_join([], 9 * GB, False, 2, 4 * GB)  # the first always starts
+    assert may_join([(2 * GB, False)], 2 * GB, False, 2, 4 * GB)
+    assert not may_join([(2 * GB, False)], 3 * GB, False, 2, 4 * GB)  # caps over the device
+    assert not may_join([(1 * GB, False), (1 * GB, False)], 1 * GB, False, 2, 4 * GB)  # K full
+    assert not may_join([(1 * GB, False)], 1 * GB, True, 4, 8 * GB)  # it must run alone
+    assert not may_join([(1 * GB, True)], 1 * GB, False, 4, 8 * GB)  # the running one must
+
+
+def test_parallel_trials_are_bounded_by_the_host_memory_available():
+    from vramtune.measure.cap import plan_cap
+    from vramtune.measure.executor import LocalExecutor
+
+    small = LocalExecutor(plan_cap(10**9, None, None), parallel=2, standby=False)
+    assert small.parallel == 2 and small.parallel_note is None  # 2 x 1 GB fit this host
+    huge = LocalExecutor(plan_cap(10**15, None, None), parallel=4, standby=False)
+    assert huge.parallel == 1 and "host's available memory" in huge.parallel_note
+    uncapped = LocalExecutor(parallel=3, standby=False)
+    assert uncapped.parallel == 1 and "without a budget" in uncapped.parallel_note
+    assert LocalExecutor(parallel=1).parallel_note is None

@@ -145,3 +145,146 @@ def test_sweep_grid_skips_sizes_that_inflate_the_batch():
     for n in sizes:
         assert ant.shape_for(n).unrolls_per_step <= 32
     assert 2880 in sizes or 2944 in sizes
+
+
+# ------------------------------------------------------------------ the predictive search
+
+MiB = 2**20
+
+
+def data_result(n: int, mib: float | None, status: Status = Status.OK) -> TrialResult:
+    """A CPU record whose data segment (what RLIMIT_DATA counts) peaked at ``mib``."""
+    peak = int(mib * MiB) if mib is not None and status is Status.OK else None
+    return TrialResult(status=status, profile="p", profile_hash="h", num_envs=n, backend="cpu",
+                       batch_size=n, num_minibatches=4, unroll_length=10,
+                       host_peak_data_bytes=peak, host_peak_rss_bytes=peak,
+                       steps_per_s=1000.0 if status is Status.OK else None)
+
+
+def predictive(limit_mib: float, start=256, max_envs=4096, refine=None, k_method=None):
+    from vramtune.tune.planner import SearchMethod
+    return SearchSpace(start=start, max_envs=max_envs, refine=refine,
+                       limit_bytes=int(limit_mib * MiB), is_valid=lambda n: True,
+                       method=k_method or SearchMethod.PREDICTIVE,
+                       shape_of=lambda n: (n, 4, 10))
+
+
+def replay_rounds(memory_mib, sp: SearchSpace, k: int = 1):
+    """Run plan_round against a memory curve; a trial OOMs above the limit (the cap)."""
+    from vramtune.tune.planner import plan_round
+    results: list[TrialResult] = []
+    rounds: list[list[int]] = []
+    for _ in range(60):
+        steps = plan_round(results, sp, k)
+        if steps[0].phase is Phase.DONE:
+            return results, rounds, steps[0]
+        sizes = [s.num_envs for s in steps]
+        assert len(sizes) <= k and len(set(sizes)) == len(sizes)
+        assert not set(sizes) & {r.num_envs for r in results}, "re-proposed a measured size"
+        rounds.append(sizes)
+        for n in sizes:
+            mib = memory_mib(n)
+            over = mib * MiB > sp.limit_bytes
+            results.append(data_result(n, None if over else mib,
+                                       Status.OOM if over else Status.OK))
+    raise AssertionError("did not finish")
+
+
+def quick_mib(n: float) -> float:
+    """quick's peaks as issue 13 measured them (781, 820, 957, 1003 MiB at 256..1152 envs)."""
+    xs, ys = [256, 512, 1024, 1152], [781, 820, 957, 1003]
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys, strict=True), zip(xs[1:], ys[1:], strict=True),
+                                  strict=False):
+        if n <= x1:
+            return y0 + (n - x0) * (y1 - y0) / (x1 - x0)
+    return ys[-1] + (n - xs[-1]) * (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+
+
+def test_predictive_finds_the_bracket_in_fewer_trials_than_bisection():
+    from vramtune.tune.planner import candidates
+    limit = 1.2e9 / MiB
+    sp = predictive(limit)
+    results, rounds, done = replay_rounds(quick_mib, sp)
+    grid = candidates(sp)
+    fits = max(r.num_envs for r in results if r.status is Status.OK)
+    fails = min(r.num_envs for r in results if r.status is not Status.OK)
+    assert grid.index(fails) == grid.index(fits) + 1, "the edge is bracketed on the grid"
+    assert all(quick_mib(n) > limit for n in grid if n > fits)
+    assert "boundary found" in done.reason
+    old, _ = replay(lambda n: quick_mib(n) * MiB / GiB, space(256, 4096, refine=3),
+                    oom_above=limit * MiB / GiB)
+    assert len(results) < len(old)
+    assert set(r.num_envs for r in results) <= set(grid)
+
+
+def test_predictive_steps_carry_predicted_figures_labelled_as_such():
+    from vramtune.tune.planner import plan_round
+    steps = plan_round([data_result(256, 781), data_result(1024, 957)], predictive(1144))
+    (step,) = steps
+    assert step.phase is Phase.PREDICTING and step.predicted_bytes is not None
+    mean, upper = step.predicted_bytes
+    assert mean <= upper <= 1144 * MiB * 1.2
+    assert "predicted peak" in step.reason and "not a measurement" in step.reason
+
+
+def test_predictive_k_workers_get_k_distinct_sizes():
+    from vramtune.tune.planner import plan_round
+    assert [s.num_envs for s in plan_round([], predictive(1144), 2)] == [256, 1024]
+    steps = plan_round([data_result(256, 781), data_result(1024, 957)], predictive(1144), 4)
+    assert len({s.num_envs for s in steps}) == 4
+
+
+def test_predictive_is_order_independent_for_resume():
+    import random
+
+    from vramtune.tune.planner import plan_round
+    history = [data_result(256, 781), data_result(1024, 957),
+               data_result(1792, None, Status.OOM), data_result(1280, 1049)]
+    want = [s.num_envs for s in plan_round(history, predictive(1144), 2)]
+    for seed in range(4):
+        shuffled = history[:]
+        random.Random(seed).shuffle(shuffled)
+        assert [s.num_envs for s in plan_round(shuffled, predictive(1144), 2)] == want
+
+
+def test_predictive_error_stops_with_the_message():
+    from vramtune.tune.planner import plan_round
+    failed = TrialResult(status=Status.ERROR, profile="p", profile_hash="h", num_envs=1024,
+                         error_message="ModuleNotFoundError: No module named 'my_env'")
+    (step,) = plan_round([data_result(256, 781), failed], predictive(1144))
+    assert step.phase is Phase.DONE and "my_env" in step.reason
+
+
+def test_predictive_model_miss_falls_back_to_bisection():
+    from vramtune.tune.planner import plan_round
+    history = [data_result(256, 781), data_result(1024, 957), data_result(1408, None, Status.OOM)]
+    (step,) = plan_round(history, predictive(1144))
+    assert step.phase is Phase.REFINING and "model missed" in step.reason
+    assert 1024 < step.num_envs < 1408
+
+
+def test_predictive_without_a_budget_walks_the_doubling_ladder():
+    from vramtune.tune.planner import SearchMethod, plan_round
+    sp = SearchSpace(start=128, max_envs=1024, refine=3, limit_bytes=None,
+                     is_valid=lambda n: True, method=SearchMethod.PREDICTIVE)
+    assert [s.num_envs for s in plan_round([result(128)], sp)] == [256]
+
+
+def test_bisect_with_one_worker_is_todays_planner():
+    from vramtune.tune.planner import SearchMethod, plan_round
+    sp = SearchSpace(start=128, max_envs=4096, refine=3, limit_bytes=None,
+                     is_valid=lambda n: True, method=SearchMethod.BISECT)
+    history = [result(128), result(256), result(512, Status.OOM)]
+    assert plan_round(history, sp) == [plan(history, sp)]
+    # k workers: k-ary bisection between the last fit and the first failure, no model
+    assert [s.num_envs for s in plan_round(history, sp, 3)] == [320, 384, 448]
+
+
+def test_candidates_keep_round_sizes_and_the_narrower_grid():
+    from vramtune.tune.planner import candidates
+    sp = SearchSpace(start=1024, max_envs=2048, refine=None, limit_bytes=GiB,
+                     is_valid=lambda n: True, candidate=lambda n: n % 256 == 0)
+    assert candidates(sp) == [1024, 1280, 1536, 1792, 2048]
+    sp = SearchSpace(start=1024, max_envs=2048, refine=None, limit_bytes=GiB,
+                     is_valid=lambda n: True, candidate=lambda n: n == 1024)
+    assert candidates(sp)[:3] == [1024, 1152, 1280]  # too narrow: every valid round size

@@ -91,3 +91,22 @@ def test_a_larger_size_that_fit_once_is_past_a_smaller_failure():
     rec = choose(rows, 2 * GB, 0.1)
     assert rec.chosen is not None and rec.chosen.num_envs == 256
     assert rec.reasons[768] == "fit once, but a run at 512 envs failed"
+
+
+def test_a_shared_run_proves_memory_not_speed():
+    """A trial that ran beside others is no candidate until its size has run alone, and a
+    shared failure still moves the boundary."""
+    shared = [TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=n,
+                          backend="cpu", steps_per_s=sps, host_peak_rss_bytes=GB,
+                          shared_run=True)
+              for n, sps in ((256, 90_000), (512, 200_000))]
+    rec = choose([r(128, 50_000, 1.0), *shared], 4 * GB, 0.1)
+    assert rec.chosen.num_envs == 128  # 512's shared 200k steps/s are not a measurement
+    assert "shared run" in rec.reasons[512]
+    alone = TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=512,
+                        backend="cpu", steps_per_s=99_000, host_peak_rss_bytes=GB)
+    rec = choose([r(128, 50_000, 1.0), *shared, alone], 4 * GB, 0.1)
+    assert rec.chosen is alone and rec.reasons[512] == "recommended (throughput)"
+    oom = TrialResult(status=Status.OOM, profile="p", profile_hash="h", num_envs=256,
+                      backend="cpu", shared_run=True)
+    assert choose([r(128, 50_000, 1.0), oom, alone], 4 * GB, 0.1).chosen.num_envs == 128

@@ -1,0 +1,240 @@
+"""Issue 13 benchmark: today's doubling + bisection vs the predictive search, on `quick` (CPU).
+
+1. Per budget (cap = budget, --headroom 0%), one real sweep each way, interleaved, cold
+   compile cache (--no-cache: a warm cache lowers CPU peaks and would favour the second),
+   --no-confirm (the proof of the pick is excluded from "trials to the boundary": only
+   search trials count): trials to the boundary, the wall to the boundary (sweep start to the
+   end of its last search trial) and the whole sweep's wall, the boundary found.
+2. --parallel 2 vs --parallel 1 (predictive) at one budget: rounds and walls.
+3. Ground truth: every ok trial of the benchmark leaves its data-segment peak (what
+   RLIMIT_DATA counts); their curve (linear between measured sizes) gives the largest round
+   size under each cap. Optionally (--verify-truth) the truth and the next round size are run
+   under the cap to check it.
+4. Replays on that recorded curve (pure, tune/replay.py): rounds and trials for k = 1, 2, 4, 8
+   over more budgets than were run for real.
+
+    .venv/bin/python benchmarks/bench_search.py --budgets 1.2GB,1.4GB --parallel-budget 1.4GB
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from _common import banner
+
+from vramtune.records import Purpose, Status, TrialResult
+from vramtune.tune.planner import SearchMethod, SearchSpace, candidates
+from vramtune.tune.replay import Curve, replay
+from vramtune.units import parse_size
+from vramtune.workload.profile import load_profile
+
+MiB = 2**20
+PROFILE = load_profile("quick")
+START, MAX_ENVS = PROFILE.first_size, 4096  # the profile's own start, as a user runs it
+
+
+def load() -> str:
+    return " ".join(f"{v:.1f}" for v in os.getloadavg())
+
+
+def sweep(budget: str, search: str, out: Path, parallel: int = 1) -> dict:
+    args = [sys.executable, "-m", "vramtune.cli.app", "sweep", "--json", "--profile", "quick",
+            "--gpu-mem", budget, "--headroom", "0%", "--start", str(START), "--max-envs",
+            str(MAX_ENVS), "--no-confirm", "--no-cache", "--search", search, "--parallel",
+            str(parallel), "--out", str(out)]
+    load_before = load()
+    started = time.time()
+    proc = subprocess.run(args, capture_output=True, text=True)
+    wall = time.time() - started
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"sweep failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    data = json.loads(proc.stdout)
+    results = [TrialResult.from_dict(r) for r in data["results"]]
+    searched = [r for r in results if r.purpose is Purpose.SEARCH]
+    ends = [_end(r) for r in searched]
+    fails = [r.num_envs for r in searched if r.status is not Status.OK]
+    edge = min(fails, default=None)
+    found = max((r.num_envs for r in searched if r.status is Status.OK
+                 and (edge is None or r.num_envs < edge)), default=None)
+    return {"budget": budget, "search": search, "parallel": parallel, "wall_s": wall,
+            "boundary_wall_s": max(ends) - started if ends else None,
+            "search_trials": len(searched), "trials": len(results),
+            "rounds": _rounds(results), "search_rounds": _rounds(searched),
+            "sizes": [(r.num_envs, str(r.status), str(r.purpose), r.shared_run)
+                      for r in results],
+            "found": found, "fails": edge, "stopped": data["stopped_because"],
+            "recommended": (data["recommended"] or {}).get("num_envs"),
+            "load_before": load_before, "load_after": load(),
+            "results": data["results"]}
+
+
+def _end(r: TrialResult) -> float:
+    return datetime.fromisoformat(r.timestamp).timestamp() if r.timestamp else 0.0
+
+
+def _rounds(results: list[TrialResult]) -> int:
+    """Trials that started within 5 s of each other ran as one round (a batch starts its
+    trials together; one after another, each trial is its own round)."""
+    starts = sorted(_end(r) - (r.wall_s or 0.0) for r in results)
+    rounds, last = 0, None
+    for s in starts:
+        if last is None or s - last > 5.0:
+            rounds += 1
+            last = s
+    return rounds
+
+
+def space(limit_bytes: int, method: SearchMethod) -> SearchSpace:
+    return SearchSpace(start=START, max_envs=MAX_ENVS,
+                       refine=3 if method is SearchMethod.BISECT else None,
+                       limit_bytes=limit_bytes, is_valid=PROFILE.sweepable, method=method,
+                       shape_of=lambda n: (PROFILE.shape_for(n).batch_size,
+                                           PROFILE.shape_for(n).num_minibatches, 10))
+
+
+def verify(curve: Curve, budget: str, tmp: Path) -> list[tuple[int, str]]:
+    """Run the truth and the next round size under the cap."""
+    cap = parse_size(budget)
+    grid = candidates(space(cap, SearchMethod.PREDICTIVE))
+    truth = curve.truth(cap, grid)
+    sizes = [truth] + [n for n in grid if truth is not None and n > truth][:1]
+    out = []
+    for n in sizes:
+        if n is None:
+            continue
+        proc = subprocess.run([sys.executable, "-m", "vramtune.cli.app", "trial", "--json",
+                               "--profile", "quick", "-n", str(n), "--gpu-mem", budget,
+                               "--no-cache"], capture_output=True, text=True)
+        status = json.loads(proc.stdout)["status"] if proc.stdout.strip() else "crash"
+        out.append((n, status))
+    return out
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--budgets", default="1.2GB,1.4GB", help="caps to sweep for real")
+    parser.add_argument("--parallel-budget", default=None, help="a budget for --parallel 2")
+    parser.add_argument("--replay-budgets", default="0.95,1.0,1.05,1.1,1.15,1.2,1.25,1.3,1.35",
+                        help="GB caps to replay on the recorded curve (keep them where "
+                             "trials measured peaks: beyond, the curve is extrapolated)")
+    parser.add_argument("--verify-truth", action="store_true")
+    parser.add_argument("--json-out", type=Path, default=None)
+    args = parser.parse_args()
+    banner("search benchmark: bisect vs predictive (quick, CPU)")
+    print(f"load average at start: {load()}")
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        budgets = [b.strip() for b in args.budgets.split(",") if b.strip()]
+        for i, budget in enumerate(budgets):
+            order = ["bisect", "predictive"] if i % 2 == 0 else ["predictive", "bisect"]
+            for method in order:
+                run = sweep(budget, method, tmp / f"{budget}-{method}")
+                runs.append(run)
+                print(f"{budget} {method}: {run['search_trials']} search trials "
+                      f"{[s[0] for s in run['sizes']]}, found {run['found']} "
+                      f"(fails {run['fails']}), boundary wall {run['boundary_wall_s']:.0f} s, "
+                      f"sweep wall {run['wall_s']:.0f} s, load {run['load_before']} -> "
+                      f"{run['load_after']}", flush=True)
+        if args.parallel_budget:
+            run = sweep(args.parallel_budget, "predictive", tmp / "parallel2", parallel=2)
+            runs.append(run)
+            print(f"{args.parallel_budget} predictive --parallel 2: {run['rounds']} rounds "
+                  f"({run['search_rounds']} search), {run['trials']} trials {run['sizes']}, "
+                  f"found {run['found']}, boundary wall {run['boundary_wall_s']:.0f} s, sweep "
+                  f"wall {run['wall_s']:.0f} s, load {run['load_before']} -> "
+                  f"{run['load_after']}", flush=True)
+        records = [TrialResult.from_dict(r) for run in runs for r in run["results"]]
+        curve = Curve.from_records(records)
+        checks = {}
+        if args.verify_truth:
+            for budget in budgets:
+                checks[budget] = verify(curve, budget, tmp)
+                print(f"truth check under {budget}: {checks[budget]}", flush=True)
+    report(runs, curve, budgets, [float(b) for b in args.replay_budgets.split(",")], checks)
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"runs": runs, "curve": [curve.sizes,
+                                             curve.peaks_bytes], "checks": checks}, indent=1))
+
+
+def report(runs: list[dict], curve: Curve, budgets: list[str], replay_gb: list[float],
+           checks: dict) -> None:
+    print("\n## Real sweeps (search trials only; --no-confirm's repeat excluded)\n")
+    print("| cap | search | search trials | found | truth | wall to boundary s | sweep wall s |"
+          " load before -> after |")
+    print("|---|---|---|---|---|---|---|---|")
+    for run in runs:
+        if run["parallel"] != 1:
+            continue
+        cap = parse_size(run["budget"])
+        truth = curve.truth(cap, candidates(space(cap, SearchMethod.PREDICTIVE)))
+        print(f"| {run['budget']} | {run['search']} | {run['search_trials']} | {run['found']} "
+              f"| {truth} | {run['boundary_wall_s']:.0f} | {run['wall_s']:.0f} | "
+              f"{run['load_before']} -> {run['load_after']} |")
+    for method in ("bisect", "predictive"):
+        mine = [r for r in runs if r["search"] == method and r["parallel"] == 1]
+        print(f"\n{method}: mean search trials {mean([r['search_trials'] for r in mine]):.2f}, "
+              f"mean wall to boundary {mean([r['boundary_wall_s'] for r in mine]):.0f} s, "
+              f"mean sweep wall {mean([r['wall_s'] for r in mine]):.0f} s")
+    pairs = [(b, [r for r in runs if r["budget"] == b and r["parallel"] == 1]) for b in budgets]
+    ratios = [next(r for r in rs if r["search"] == "predictive")["boundary_wall_s"]
+              / next(r for r in rs if r["search"] == "bisect")["boundary_wall_s"]
+              for _, rs in pairs if len(rs) == 2]
+    print(f"wall to boundary, predictive / bisect per budget: "
+          f"{', '.join(f'{x:.2f}' for x in ratios)} (mean {mean(ratios):.2f})")
+    par = [r for r in runs if r["parallel"] != 1]
+    for run in par:
+        solo = next((r for r in runs if r["parallel"] == 1 and r["search"] == "predictive"
+                     and r["budget"] == run["budget"]), None)
+        print(f"\n--parallel 2 at {run['budget']}: {run['rounds']} rounds ({run['search_rounds']}"
+              f" search), {run['trials']} trials, boundary wall {run['boundary_wall_s']:.0f} s,"
+              f" sweep wall {run['wall_s']:.0f} s; --parallel 1: "
+              + (f"{solo['rounds']} rounds, {solo['trials']} trials, boundary wall "
+                 f"{solo['boundary_wall_s']:.0f} s, sweep wall {solo['wall_s']:.0f} s"
+                 if solo else "not run"))
+    print(f"\n## Recorded curve: data-segment peaks of every ok trial above, {len(curve.sizes)} "
+          f"sizes\n")
+    print(", ".join(f"{n}: {p / MiB:.0f} MiB" for n, p in zip(curve.sizes, curve.peaks_bytes,
+                                                            strict=True)))
+    for budget, found in checks.items():
+        print(f"truth check under {budget}: {found}")
+    top = curve.peaks_bytes[-1]
+    print(f"\n## Replays on the recorded curve (pure; a cap above {top / 1e9:.3f} GB, the "
+          f"largest peak recorded, relies on the curve's last slope)\n")
+    print("| cap GB | truth | bisect k=1 trials, found | predictive k=1 trials, found |"
+          " k=2 rounds (trials) | k=4 rounds (trials) | k=8 rounds (trials) |")
+    print("|---|---|---|---|---|---|---|")
+    totals: dict[str, list[float]] = {}
+    for gb in replay_gb:
+        cap = int(gb * 1e9)
+        old = replay(curve, space(cap, SearchMethod.BISECT), 1)
+        cells = [f"{old.trials}, {old.found}"]
+        truth = curve.truth(cap, candidates(space(cap, SearchMethod.PREDICTIVE)))
+        totals.setdefault("bisect", []).append(old.trials)
+        for k in (1, 2, 4, 8):
+            new = replay(curve, space(cap, SearchMethod.PREDICTIVE), k)
+            totals.setdefault(f"k{k}", []).append(len(new.rounds))
+            totals.setdefault(f"k{k}t", []).append(new.trials)
+            ok = "" if new.found == truth else f" (found {new.found})"
+            cells.append(f"{new.trials}, {new.found}" if k == 1 else
+                         f"{len(new.rounds)} ({new.trials}){ok}")
+        print(f"| {gb:.2f} | {truth} | " + " | ".join(cells) + " |")
+    print(f"| mean | | {mean(totals['bisect']):.2f} | {mean(totals['k1t']):.2f} | "
+          f"{mean(totals['k2']):.2f} ({mean(totals['k2t']):.1f}) | {mean(totals['k4']):.2f} "
+          f"({mean(totals['k4t']):.1f}) | {mean(totals['k8']):.2f} ({mean(totals['k8t']):.1f}) |")
+
+
+if __name__ == "__main__":
+    main()

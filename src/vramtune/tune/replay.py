@@ -1,0 +1,120 @@
+"""Replay the planner against recorded trials: how many rounds k workers need (issue 13).
+
+Pure: the planner asks for sizes, a recorded memory curve answers with the outcome a trial
+under the cap would have had. The curve is the peaks real trials measured (the figure the
+memory model fits: the data segment on CPU, the allocator's live peak on GPU), linear
+between recorded sizes and along the last segment beyond them. A replay is as good as that
+curve: exact at recorded sizes, an interpolation elsewhere; ``benchmarks/bench_search.py``
+says so where it uses it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from vramtune.records import Status, TrialResult
+from vramtune.tune.planner import Phase, SearchSpace, Step, candidates, model_figure_bytes, plan_round
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Peak bytes per num_envs, from recorded trials (the largest peak where a size repeats)."""
+
+    sizes: tuple[int, ...]
+    peaks_bytes: tuple[float, ...]
+
+    @classmethod
+    def from_records(cls, records: Iterable[TrialResult]) -> Curve:
+        peaks: dict[int, float] = {}
+        for r in records:
+            figure = model_figure_bytes(r) if r.status is Status.OK else None
+            if figure is not None:
+                peaks[r.num_envs] = max(peaks.get(r.num_envs, 0.0), float(figure))
+        if len(peaks) < 2:
+            raise ValueError("a curve needs peaks at two sizes at least")
+        sizes = tuple(sorted(peaks))
+        return cls(sizes, tuple(peaks[n] for n in sizes))
+
+    def __call__(self, num_envs: float) -> float:
+        xs, ys = self.sizes, self.peaks_bytes
+        i = bisect.bisect_left(xs, num_envs)
+        if i < len(xs) and xs[i] == num_envs:
+            return ys[i]
+        i = min(max(i, 1), len(xs) - 1)  # the segment around it, or the end one beyond
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return y0 + (num_envs - x0) * (y1 - y0) / (x1 - x0)
+
+    def truth(self, limit_bytes: float, sizes: Iterable[int]) -> int | None:
+        """The largest of ``sizes`` whose peak fits, every smaller one fitting too."""
+        best = None
+        for n in sorted(sizes):
+            if self(n) > limit_bytes:
+                break
+            best = n
+        return best
+
+
+def outcome(curve: Callable[[float], float], num_envs: int, limit_bytes: float,
+            shape: tuple[int, int, int] | None = None) -> TrialResult:
+    """The record a trial under ``limit_bytes`` would leave: ok with its peak, or out of memory."""
+    peak = curve(num_envs)
+    bs, nmb, unroll = shape if shape is not None else (None, None, None)
+    if peak > limit_bytes:
+        return TrialResult(status=Status.OOM, profile="replay", profile_hash="replay",
+                           num_envs=num_envs, batch_size=bs, num_minibatches=nmb,
+                           unroll_length=unroll, backend="cpu")
+    return TrialResult(status=Status.OK, profile="replay", profile_hash="replay",
+                       num_envs=num_envs, batch_size=bs, num_minibatches=nmb,
+                       unroll_length=unroll, backend="cpu", host_peak_data_bytes=int(peak),
+                       host_peak_rss_bytes=int(peak), steps_per_s=1.0)
+
+
+@dataclass(frozen=True)
+class Replay:
+    k: int
+    rounds: tuple[tuple[int, ...], ...]  # the sizes of each round, in order
+    results: tuple[TrialResult, ...]
+    final: Step  # the DONE step: why the search stopped
+
+    @property
+    def trials(self) -> int:
+        return len(self.results)
+
+    @property
+    def found(self) -> int | None:
+        """The largest size that fit below the smallest that failed: the boundary found."""
+        fails = [r.num_envs for r in self.results if r.status is not Status.OK]
+        edge = min(fails, default=None)
+        fits = [r.num_envs for r in self.results
+                if r.status is Status.OK and (edge is None or r.num_envs < edge)]
+        return max(fits, default=None)
+
+
+def replay(curve: Callable[[float], float], space: SearchSpace, k: int = 1,
+           max_rounds: int = 200) -> Replay:
+    """Run the planner's search to its end against ``curve`` under ``space.limit_bytes``."""
+    assert space.limit_bytes is not None, "a replay needs a cap"
+    results: list[TrialResult] = []
+    rounds: list[tuple[int, ...]] = []
+    for _ in range(max_rounds):
+        steps = plan_round(results, space, k)
+        if steps[0].phase is Phase.DONE:
+            return Replay(k, tuple(rounds), tuple(results), steps[0])
+        sizes = tuple(s.num_envs for s in steps if s.num_envs is not None)
+        rounds.append(sizes)
+        for n in sizes:
+            shape = space.shape_of(n) if space.shape_of else None
+            results.append(outcome(curve, n, space.limit_bytes, shape))
+    raise RuntimeError(f"the search did not finish in {max_rounds} rounds")
+
+
+def grid_truth(curve: Curve, space: SearchSpace) -> int | None:
+    """The boundary on the predictive search's round grid under the space's limit."""
+    assert space.limit_bytes is not None
+    return curve.truth(space.limit_bytes, candidates(space))
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")

@@ -1,0 +1,393 @@
+"""The predictive search: measured trials -> the next size(s) to run, up to k at a time, or done.
+
+Issue 13. Pure (numpy via ``tune.model``), so it is tested on recorded sequences and a resumed
+sweep replays it: the same trials, in any order, give the same proposal. ``tune.planner``
+turns sweep records into ``Trial``s and proposals into ``Step``s.
+
+The search runs on ``candidates``: the valid sizes the sweep may pick, thinned to round ones
+(``round_grid``: at most 4 significant bits, ..., 1024, 1152, 1280, ..., the resolution
+today's bisection reaches with ``--refine 3``). The boundary is found when the largest size
+that fits and the smallest that fails are adjacent candidates.
+
+1. Bootstrap: the start and 4 x start (a longer lever for the first extrapolation than a
+   doubling) for one or two workers; k > 2 workers: the first k sizes of the doubling ladder
+   at once (topped up at the widest log-gaps when it is short). Until two sizes have peaks, and
+   whenever the model cannot tell growth from jitter (``Model.growth``), doubling goes on.
+2. Predict: fit the memory model on every ok trial with a peak, turn it into P(n fits) for
+   each open candidate, conditioned on what was measured, P(n) = (P0(n) - P0(hi)) /
+   (P0(lo) - P0(hi)), so a failure moves the next guess though it has no peak. One worker: the
+   largest open candidate with P >= ``aim_open`` (0.8) for the first jump, then P >= ``aim``
+   (0.5, the median edge); if none, the candidate just above the largest fit (proving the
+   edge). k workers: the candidates at the quantiles j/(k+1) of the predicted edge, topped up
+   with the most uncertain ones.
+3. Fallback, k-ary bisection between the largest fit and the smallest failure (the roundest
+   size near each split point: today's rule for k = 1), or doubling while nothing failed, when
+   the model missed by more than its stated uncertainty (``model.misses``), the smallest
+   failure is a size the refitted model still gives P(fits) >= ``surprise``, it cannot place
+   the edge between lo and hi (P(lo) - P(hi) < MIN_SPAN), or WALK consecutive candidates
+   fitted at the top. The model is asked again on every call.
+
+It never proposes a size already measured (repeats are ``sweep.edge_step``'s business),
+proposes only candidates, and stops when the boundary is bracketed, the refine budget is spent,
+nothing fails up to the largest candidate, the first size fails, or a trial ended in an error.
+``Proposal.predicted`` is for display as 'predicted', never as a result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from vramtune.tune import model as mm
+
+OK, OOM, TIMEOUT, CRASH, ERROR, INVALID = "ok", "oom", "timeout", "crash", "error", "invalid"
+BOUNDARY_FAILURES = frozenset({OOM, TIMEOUT, CRASH})
+STOPPERS = frozenset({ERROR, INVALID})
+MIN_SPAN = 0.2  # P(lo fits) - P(hi fits) under the model: less, and it cannot aim between them
+WALK = 3  # consecutive fitting candidates at the top, proposed one above the other: stop trusting
+
+
+@dataclass(frozen=True)
+class Trial:
+    num_envs: int
+    status: str  # ok | oom | timeout | crash | error | invalid
+    peak_bytes: float | None = None  # the figure the model fits (what the cap counts); None: unknown
+    shape: tuple[int, int, int] | None = None  # (batch_size, num_minibatches, unroll_length)
+    over_limit: bool = False  # ran ok, but a peak the sweep holds to the limit was above it
+
+
+@dataclass(frozen=True)
+class Space:
+    candidates: tuple[int, ...]  # valid (round) sizes, any order; the search sorts them
+    limit_bytes: float  # budget x (1 - headroom): a peak above it fails
+    start: int | None = None  # snapped up to a candidate; default the smallest candidate
+    cap_bytes: float | None = None  # where a trial runs out of memory (>= limit); default limit
+    refine: int | None = None  # trials allowed beyond the bootstrap sizes; None: until bracketed
+    shape_of: Callable[[int], tuple[int, int, int] | None] | None = None  # the policy's batch
+    aim: float = 0.5  # one worker, a failure measured: the largest size with P(fits) >= aim
+    aim_open: float = 0.8  # one worker, the first jump (two sizes, no failure): cautious
+    use_model: bool = True  # False: doubling + k-ary bisection only (the control)
+    fit_octaves: float | None = None  # fit only sizes >= largest fit / 2**octaves; None: all
+    spread: int = 4  # the bootstrap ladder's factor for k <= spread_up_to workers (else 2)
+    spread_up_to: int = 2
+    surprise: float = 0.8  # a failure where the current model gives P(fits) >= this: bisect
+
+
+@dataclass(frozen=True)
+class Proposal:
+    phase: str  # bootstrap | predict | edge | double | bisect | done
+    sizes: tuple[int, ...]  # empty when done
+    reason: str
+    fits: int | None = None  # largest size that fitted (measured)
+    fails: int | None = None  # smallest size that failed (measured)
+    predicted: dict[int, tuple[float, float]] = field(default_factory=dict)  # size -> (mean, upper)
+    model: mm.Model | None = None
+    missed: tuple[mm.Miss, ...] = ()
+
+    @property
+    def done(self) -> bool:
+        return not self.sizes
+
+
+def failed(trial: Trial, limit_bytes: float) -> bool:
+    """Past the boundary: out of memory, timed out, crashed, or a peak above the limit."""
+    if trial.status in BOUNDARY_FAILURES or trial.over_limit:
+        return True
+    return trial.status == OK and trial.peak_bytes is not None and trial.peak_bytes > limit_bytes
+
+
+def round_grid(is_valid: Callable[[int], bool], lo: int, hi: int,
+               significant_bits: int = 4) -> list[int]:
+    """Valid sizes in [lo, hi] with at most ``significant_bits`` significant binary digits
+    (4: ..., 896, 960, 1024, 1152, 1280, 1408, 1536, ...: steps of 1/16 to 1/8), plus lo and
+    hi themselves when valid (the start and the maximum are always candidates)."""
+    out = set()
+    for n in (lo, hi):
+        if lo <= n <= hi and is_valid(n):
+            out.add(n)
+    e = 0
+    while (1 << e) <= hi:
+        step = 1 << max(0, e - significant_bits + 1)
+        for n in range(1 << e, min(hi, (2 << e) - 1) + 1, step):
+            if n >= lo and is_valid(n):
+                out.add(n)
+        e += 1
+    return sorted(out)
+
+
+def doubling_ladder(grid: Sequence[int], start: int, factor: int = 2) -> list[int]:
+    """start, 2 x start, ... each snapped up to a candidate; the largest candidate closes it."""
+    sizes: list[int] = []
+    target = start
+    while True:
+        size = next((c for c in grid if c >= target), None)
+        if size is None:
+            break
+        if not sizes or size > sizes[-1]:
+            sizes.append(size)
+        target = size * factor
+    if sizes and sizes[-1] < grid[-1]:
+        sizes.append(grid[-1])
+    return sizes
+
+
+def bootstrap_sizes(space: Space, k: int = 1) -> list[int]:
+    """The sizes the refine budget does not count: the start, then max(k, 2) - 1 more on a
+    ladder of factor ``space.spread`` (2: doubling; 4 spreads the two points the first
+    extrapolation rests on three times as far apart)."""
+    grid = sorted(set(space.candidates))
+    start = _start(space, grid)
+    if start is None:
+        return []
+    factor = space.spread if k <= space.spread_up_to else 2
+    return doubling_ladder([c for c in grid if c >= start], start, factor)[:max(k, 2)]
+
+
+def _start(space: Space, grid: Sequence[int]) -> int | None:
+    s = space.start if space.start is not None else (grid[0] if grid else None)
+    return None if s is None else next((c for c in grid if c >= s), None)
+
+
+def _roundness(n: int) -> int:
+    return (n & -n).bit_length()
+
+
+def _points(trials: Iterable[Trial]) -> list[mm.Point]:
+    pts = []
+    for t in trials:
+        if t.status == OK and t.peak_bytes is not None:
+            bs, nmb, unroll = t.shape if t.shape else (None, None, None)
+            pts.append(mm.Point(t.num_envs, float(t.peak_bytes), bs, nmb, unroll))
+    return pts
+
+
+def _done(reason: str, lo, hi, model=None, missed=()) -> Proposal:
+    return Proposal("done", (), reason, lo, hi, {}, model, tuple(missed))
+
+
+def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
+    """The next size(s) to measure (up to k, all unmeasured candidates), or done and why."""
+    k = max(1, int(k))
+    grid_all = sorted(set(space.candidates))
+    if not grid_all:
+        return _done("no valid size to search", None, None)
+    start = _start(space, grid_all)
+    if start is None:
+        return _done(f"start {space.start} is above the largest candidate {grid_all[-1]}", None, None)
+    grid = [c for c in grid_all if c >= start]
+    for t in trials:
+        if t.status in STOPPERS:
+            return _done(f"stopped: {t.num_envs} envs ended in {t.status}; that is not a memory "
+                         f"limit, fix the workload first", None, None)
+    if not trials:
+        sizes = _spread_fill(bootstrap_sizes(space, k)[:k], grid, k)
+        return Proposal("bootstrap", tuple(sizes), f"bootstrap: {_list(sizes)} envs")
+
+    measured = {t.num_envs for t in trials}
+    failing = sorted({t.num_envs for t in trials if failed(t, space.limit_bytes)})
+    hi = failing[0] if failing else None
+    fitting = sorted(n for n in measured - set(failing) if hi is None or n < hi)
+    lo = fitting[-1] if fitting else None
+    if lo is None:
+        return _done(f"the workload does not fit even at {hi} envs: try a smaller start, a larger "
+                     f"budget, smaller networks or a shorter unroll_length", None, hi)
+    open_ = [c for c in grid if c > lo and (hi is None or c < hi) and c not in measured]
+    if not open_:
+        if hi is None:
+            return _done(f"no failure up to the largest candidate {grid[-1]} envs: the memory "
+                         f"limit lies above it", lo, None)
+        return _done(f"boundary found: {lo} fits, {hi} fails, no candidate between", lo, hi)
+    free = set(bootstrap_sizes(space, k))
+    spent = sum(1 for t in trials if t.num_envs not in free)
+    left = len(open_) if space.refine is None else space.refine - spent
+    if left <= 0:
+        return _done(f"refine budget spent: boundary between {lo} (fits) and "
+                     f"{hi if hi is not None else '?'} (fails)", lo, hi)
+    k = min(k, left, len(open_))
+
+    pts = _points(trials)
+    if space.fit_octaves is not None:  # local: memory is only close to affine (quick is convex)
+        floor = lo / 2 ** space.fit_octaves
+        near = [p for p in pts if p.num_envs >= floor]
+        if len({p.num_envs for p in near}) >= 2:
+            pts = near
+        else:  # the two largest sizes measured, at least
+            top = sorted({p.num_envs for p in pts})[-2:]
+            pts = [p for p in pts if p.num_envs in top]
+    model = mm.fit(pts) if space.use_model else None
+    missed: list[mm.Miss] = []
+    if model is not None:
+        ooms = [t.num_envs for t in trials if t.status == OOM]
+        missed = mm.misses(pts, ooms, space.cap_bytes or space.limit_bytes, space.shape_of)
+        missed += _under_predicted(model, space, failing)
+    walk = _walk(grid, measured, set(failing), lo)
+    vague = model is not None and model.growth()[1] <= 0
+    if model is not None and not missed and walk < WALK and not vague:
+        sizes, phase = _model_pick(model, space, open_, grid, lo, hi, k)
+        if sizes:
+            predicted = {}
+            for n in sizes:
+                pred = model.interval(n, _shape(space, n))
+                predicted[n] = (pred.mean_bytes, pred.upper_bytes)
+            words = (f"predicted edge: {_list(sizes)} envs (between {lo} fits and "
+                     f"{hi if hi is not None else 'no failure yet'})")
+            return Proposal(phase, tuple(sizes), words, lo, hi, predicted, model, ())
+    why = ""
+    if missed:
+        why = f" (model missed: {missed[0]})"
+    elif vague or model is not None and not missed and walk < WALK:
+        why = " (the model cannot place the edge from the sizes measured yet)"
+    elif walk >= WALK:
+        why = f" ({walk} sizes in a row fitted at the top: not trusting the model)"
+    if hi is None:
+        boot = [n for n in bootstrap_sizes(space, k) if n in open_]
+        sizes = boot[:k] if boot else _doubling_pick(grid, open_, lo, k)
+        return Proposal("double", tuple(sizes), f"doubling: {_list(sizes)} envs{why}", lo, hi,
+                        {}, model, tuple(missed))
+    sizes = _kary_pick(open_, lo, hi, k)
+    return Proposal("bisect", tuple(sizes), f"refining between {lo} and {hi}: {_list(sizes)} "
+                    f"envs{why}", lo, hi, {}, model, tuple(missed))
+
+
+def fill_below(trials: Sequence[Trial], space: Space, k: int = 1) -> list[int]:
+    """Sizes an objective that compares throughput below the boundary ('knee') still needs:
+    the bootstrap ladder's doubling sizes from the start up to the largest fit, not measured.
+    The predictive search skips most of them; run them after the boundary (in parallel, their
+    memory verdicts are not needed, only their steps/s: measure those alone)."""
+    grid = sorted(set(space.candidates))
+    start = _start(space, grid)
+    if start is None:
+        return []
+    measured = {t.num_envs for t in trials}
+    fits = [t.num_envs for t in trials if not failed(t, space.limit_bytes)]
+    fails = [t.num_envs for t in trials if failed(t, space.limit_bytes)]
+    top = max((n for n in fits if not fails or n < min(fails)), default=None)
+    if top is None:
+        return []
+    return [n for n in doubling_ladder([c for c in grid if c >= start], start)
+            if n < top and n not in measured]
+
+
+def _under_predicted(model: mm.Model, space: Space, failing: list[int]) -> list[mm.Miss]:
+    """The smallest failed size, if the current model still expects it to fit (P >= surprise).
+
+    An OOM has no peak to fit, so a model that overshot stays as it was: trusting it again
+    would walk down one candidate per trial. Until an ok trial near the edge corrects it
+    (the bisection's next size usually is one), the search bisects. Order-independent: it
+    asks the model fitted on everything measured now, not the one that proposed the size."""
+    found = []
+    for n in failing[:1]:  # the smallest failure: those above it follow from it
+        pred = model.interval(n, _shape(space, n))
+        if pred.prob_at_most(space.limit_bytes) >= space.surprise:
+            found.append(mm.Miss(n, "fail-below-mean", None, pred.lower_bytes, pred.upper_bytes))
+    return found
+
+
+def _shape(space: Space, n: int):
+    return space.shape_of(n) if space.shape_of else None
+
+
+def _walk(grid: Sequence[int], measured: set[int], failing: set[int], lo: int) -> int:
+    """How many consecutive candidates ending at lo fitted (measured, not failing)."""
+    i = grid.index(lo) if lo in grid else None
+    if i is None:
+        return 0
+    run = 0
+    while i >= 0 and grid[i] in measured and grid[i] not in failing:
+        run += 1
+        i -= 1
+    return run
+
+
+def _model_pick(model: mm.Model, space: Space, open_: list[int], grid: list[int], lo: int,
+                hi: int | None, k: int) -> tuple[list[int], str]:
+    probs = _fit_probabilities(model, space, open_, lo, hi)
+    if probs is None:
+        return [], "vague"
+    if k == 1:
+        aim = space.aim_open if hi is None and len(model.sizes) <= 2 else space.aim
+        fit_ok = [n for n in open_ if probs[n] >= aim]
+        if fit_ok:
+            return [fit_ok[-1]], "predict"
+        return [open_[0]], "edge"
+    # k workers: quantiles of the edge. P(edge < n) = P(n fails) = 1 - P(n fits).
+    chosen: list[int] = []
+    for j in range(1, k + 1):
+        q = j / (k + 1)
+        n = next((n for n in open_ if 1.0 - probs[n] >= q), None)
+        if n is None:
+            n = open_[-1]
+        if n not in chosen:
+            chosen.append(n)
+    # Top up with the most uncertain candidates, then the neighbours of what is chosen.
+    for n in sorted(open_, key=lambda n: (abs(probs[n] - 0.5), n)):
+        if len(chosen) >= k:
+            break
+        if n not in chosen:
+            chosen.append(n)
+    phase = "predict" if any(probs[n] >= 0.5 for n in chosen) else "edge"
+    return sorted(chosen[:k]), phase
+
+
+def _fit_probabilities(model: mm.Model, space: Space, open_: list[int], lo: int,
+                       hi: int | None) -> dict[int, float] | None:
+    """P(n fits | lo fitted, hi failed) for each open candidate.
+
+    One random edge E (memory grows with num_envs): n fits iff E >= n. The model gives
+    P(E >= n) = P(peak(n) <= limit); what was measured conditions it on lo <= E < hi:
+    (P(n) - P(hi)) / (P(lo) - P(hi)). A failure thus pulls the next guess down even though an
+    OOM has no peak to fit. If the model gives lo and hi the same probability (it thought lo
+    would fail nearly as surely as hi, span < MIN_SPAN), it has nothing to aim with: None.
+    """
+    def p(n: int) -> float:
+        return model.interval(n, _shape(space, n)).prob_at_most(space.limit_bytes)
+
+    p_lo = p(lo)
+    p_hi = p(hi) if hi is not None else 0.0
+    probs: dict[int, float] = {}
+    run = 1.0
+    for n in open_:  # P(fits) cannot rise with n: running minimum
+        run = min(run, p(n))
+        probs[n] = run
+    span = p_lo - p_hi
+    if span < MIN_SPAN:
+        return None
+    return {n: min(1.0, max(0.0, (v - p_hi) / span)) for n, v in probs.items()}
+
+
+def _doubling_pick(grid: list[int], open_: list[int], lo: int, k: int) -> list[int]:
+    ladder = [n for n in doubling_ladder(grid, lo) if n in open_]
+    return _spread_fill(ladder[:k], open_, k)
+
+
+def _spread_fill(chosen: list[int], pool: Sequence[int], k: int) -> list[int]:
+    """Top chosen up to k sizes from pool (fewer ladder steps than workers): each time the size
+    farthest, on a log scale, from every size chosen, the roundest among equals."""
+    chosen = list(chosen)
+    rest = [n for n in pool if n not in chosen]
+    while len(chosen) < k and rest:
+        best = max(rest, key=lambda n: (min(abs(math.log(n / c)) for c in chosen) if chosen
+                                        else 0.0, _roundness(n), -n))
+        chosen.append(best)
+        rest.remove(best)
+    return sorted(chosen)
+
+
+def _kary_pick(open_: list[int], lo: int, hi: int, k: int) -> list[int]:
+    """k sizes splitting (lo, hi) into k+1 parts; at each split point the roundest candidate in
+    its window (the middle half for k = 1, as today's bisection), nearest the point among equals."""
+    if len(open_) <= k:
+        return list(open_)
+    width = (hi - lo) / (k + 1)
+    chosen: list[int] = []
+    for j in range(1, k + 1):
+        target = lo + j * width
+        window = [n for n in open_ if abs(n - target) <= width / 2 and n not in chosen]
+        pool = window or [n for n in open_ if n not in chosen]
+        chosen.append(min(pool, key=lambda n: (-_roundness(n), abs(n - target))))
+    return sorted(chosen)
+
+
+def _list(sizes: Sequence[int]) -> str:
+    return ", ".join(str(n) for n in sizes)

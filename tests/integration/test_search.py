@@ -1,0 +1,66 @@
+"""Real predictive sweeps (issue 13): quick at small sizes on the CPU backend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+
+def _lines(run_dir: Path) -> tuple[dict, list[dict]]:
+    lines = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    return lines[0], lines[1:]
+
+
+def test_predictive_sweep_jumps_with_the_model_and_recommends_a_size_it_ran(tmp_path):
+    run_dir = tmp_path / "run"
+    # 64 and 256 envs fit 1.08 GB (data segment ~0.86 / ~0.92 GB); the model fitted on them
+    # aims the third trial. --refine 1: one trial after the two bootstrap sizes.
+    proc = run_cli("sweep", "--start", "64", "--max-envs", "1024", "--gpu-mem", "1.08GB",
+                   "--headroom", "0%", "--refine", "1", "--no-confirm", "--out", str(run_dir))
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    header, trials = _lines(run_dir)
+    assert header["search"]["search"] == "predictive"
+    searched = [t for t in trials if t["purpose"] == "search"]
+    assert [t["num_envs"] for t in searched[:2]] == [64, 256]
+    out = proc.stdout
+    if all(t["status"] == "ok" for t in searched[:2]):
+        assert len(searched) == 3, [t["num_envs"] for t in trials]
+        jump = searched[2]["num_envs"]
+        assert 256 < jump <= 1024 and bin(jump).count("1") <= 4  # a round size
+        # the third trial's reason carries the model's figures, labelled as a prediction
+        assert "predicted peak" in out and "a prediction, not a measurement" in out
+        assert "refine budget spent" in out
+    table = out.split("results:")[0].split("\n")
+    assert not any("predicted" in line for line in table if "|" in line or "│" in line)
+    if proc.returncode == 0:
+        chosen = int(out.split("recommended: num_envs=")[1].split(",")[0])
+        ok = {t["num_envs"] for t in trials if t["status"] == "ok"}
+        assert chosen in ok  # never a size that was not run
+        again = [t for t in trials if t["num_envs"] == chosen and t["purpose"] != "search"]
+        assert again, "the pick is proven by a second run"
+
+
+def test_parallel_sweep_marks_shared_runs_and_measures_the_pick_alone(tmp_path):
+    run_dir = tmp_path / "run"
+    # nothing fails up to 256 under 1.5 GB: one round of two shared trials, then the
+    # largest size alone (max-envs compares no steps/s below it), then its repeat
+    proc = run_cli("sweep", "--start", "64", "--max-envs", "256", "--gpu-mem", "1.5GB",
+                   "--headroom", "0%", "--no-confirm", "--parallel", "2", "--objective",
+                   "max-envs", "--out", str(run_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    header, trials = _lines(run_dir)
+    assert header["search"]["parallel"] == 2
+    first = trials[:2]
+    assert sorted(t["num_envs"] for t in first) == [64, 256]
+    assert all(t["shared_run"] and t["status"] == "ok" for t in first)
+    alone = trials[2]
+    assert (alone["num_envs"], alone["purpose"], alone["shared_run"]) == (256, "alone", False)
+    repeat = trials[3]  # the pick's proof (--no-confirm: a plain repeat)
+    assert (repeat["num_envs"], repeat["purpose"], repeat["shared_run"]) == (256, "repeat", False)
+    assert len(trials) == 4
+    out = proc.stdout
+    assert "recommended: num_envs=256" in out
+    assert "shared" in out and "its steps/s do not (shared compute)" in out
+    assert "steps/s not comparable" in out  # the progress line of a shared trial

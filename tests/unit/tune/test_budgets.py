@@ -1,0 +1,54 @@
+"""emit-config above the sweep's cap: the model's size shown as predicted, nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vramtune.records import Status, TrialResult
+from vramtune.tune.budgets import Measurements, choose_for_budget
+from vramtune.workload.profile import load_profile
+
+MiB = 2**20
+QUICK = load_profile("quick")
+CAP = int(1.2e9)
+
+
+def rec(n, mib=None, status=Status.OK) -> TrialResult:
+    shape = QUICK.shape_for(n)
+    ok = status is Status.OK
+    return TrialResult(status=status, profile="quick", profile_hash=QUICK.hash, num_envs=n,
+                       batch_size=shape.batch_size, num_minibatches=shape.num_minibatches,
+                       unroll_length=10, backend="cpu", budget_bytes=CAP, cap_bytes=CAP,
+                       host_peak_rss_bytes=int(mib * MiB * 0.95) if ok else None,
+                       host_peak_data_bytes=int(mib * MiB) if ok else None,
+                       steps_per_s=10.0 * n if ok else None, measured_intervals=3)
+
+
+def measurements(results) -> Measurements:
+    return Measurements((Path("run"),), QUICK, QUICK.hash, "cpu", "2026-11-22", 0.0,
+                        tuple(results), (CAP,), tuple(results))
+
+
+# quick-like: 0.25 MiB/env over 800 MiB; 1024 fits 1.2 GB, 1280 does not
+SWEEP = [rec(256, 864), rec(512, 928), rec(1024, 1056), rec(1280, status=Status.OOM)]
+
+
+def test_a_budget_above_the_cap_shows_the_predicted_size_and_the_command():
+    emission = choose_for_budget(measurements(SWEEP), int(2e9), headroom_fraction=0.0)
+    assert emission.chosen.num_envs == 1024  # the measured pick, as before
+    p = emission.predicted
+    assert p is not None and p.num_envs > 1024
+    # the upper bound is under the line, and the size is the largest on the round grid
+    assert p.upper_bytes <= 2e9 and p.mean_bytes < p.upper_bytes
+    assert (800 + 0.25 * p.num_envs) * MiB <= 2e9
+    text = str(p)
+    assert text.startswith("predicted, not measured: num_envs=")
+    assert "vramtune sweep --profile quick --gpu-mem 2GB --headroom 0%" in text
+    assert "--max-envs" in text  # above quick's 2048: the sweep must be allowed to reach it
+    assert not any("predicted" in n for n in emission.notices)  # notices go into files
+
+
+def test_no_prediction_at_or_below_the_cap_or_without_a_model():
+    assert choose_for_budget(measurements(SWEEP), CAP, headroom_fraction=0.0).predicted is None
+    one_size = [rec(256, 864), rec(512, status=Status.OOM)]
+    assert choose_for_budget(measurements(one_size), int(2e9), 0.0).predicted is None

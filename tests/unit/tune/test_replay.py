@@ -1,0 +1,73 @@
+"""Replays of the planner on recorded trials: the rounds k workers need, pure."""
+
+from __future__ import annotations
+
+import pytest
+
+from vramtune.records import Status, TrialResult
+from vramtune.tune.planner import SearchMethod, SearchSpace, candidates
+from vramtune.tune.replay import Curve, grid_truth, outcome, replay
+
+MiB = 2**20
+
+
+def recorded(n: int, mib: float | None, status: Status = Status.OK) -> TrialResult:
+    return TrialResult(status=status, profile="quick", profile_hash="h", num_envs=n,
+                       backend="cpu", host_peak_data_bytes=int(mib * MiB) if mib else None)
+
+
+# what real trials of quick recorded (data segment, MiB); 2048 ran out of memory: no peak
+RECORDS = [recorded(256, 935), recorded(512, 975), recorded(1024, 1146), recorded(1536, 1290),
+           recorded(2048, None, Status.OOM)]
+
+
+def space(limit_mib: float, method=SearchMethod.PREDICTIVE, refine=None) -> SearchSpace:
+    return SearchSpace(start=256, max_envs=4096, refine=refine,
+                       limit_bytes=int(limit_mib * MiB), is_valid=lambda n: True, method=method,
+                       shape_of=lambda n: (n, 4, 10))
+
+
+def test_curve_is_exact_at_recorded_sizes_and_linear_between_and_beyond():
+    curve = Curve.from_records(RECORDS)
+    assert curve.sizes == (256, 512, 1024, 1536)  # the OOM has no peak
+    assert curve(1024) == 1146 * MiB
+    assert curve(768) == pytest.approx((975 + 1146) / 2 * MiB)
+    assert curve(2048) == pytest.approx((1290 + (1290 - 1146)) * MiB)  # the last slope
+    assert curve(128) < curve(256)
+    assert curve.truth(1200 * MiB, [256, 512, 1024, 1152, 1280]) == 1152
+    with pytest.raises(ValueError):
+        Curve.from_records(RECORDS[:1])
+
+
+def test_outcome_is_the_record_a_capped_trial_leaves():
+    curve = Curve.from_records(RECORDS)
+    assert outcome(curve, 1024, 1200 * MiB).status is Status.OK
+    assert outcome(curve, 1536, 1200 * MiB).status is Status.OOM
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+def test_every_k_finds_the_grid_truth_and_more_workers_need_no_more_rounds(k):
+    curve = Curve.from_records(RECORDS)
+    rounds = {}
+    for limit in (1100, 1200, 1280):
+        sp = space(limit)
+        run = replay(curve, sp, k)
+        assert run.found == grid_truth(curve, sp), (limit, k, run.rounds)
+        assert all(len(r) <= k for r in run.rounds)
+        assert all(n in candidates(sp) for r in run.rounds for n in r)
+        rounds[limit] = len(run.rounds)
+        one = replay(curve, sp, 1)
+        assert len(run.rounds) <= len(one.rounds)
+    assert all(r <= 8 for r in rounds.values())
+
+
+def test_predictive_needs_fewer_trials_than_bisection_on_the_recording():
+    curve = Curve.from_records(RECORDS)
+    for limit in (1000, 1100, 1200, 1280, 1400):
+        new = replay(curve, space(limit), 1)
+        old = replay(curve, space(limit, SearchMethod.BISECT, refine=3), 1)
+        assert new.found == old.found
+        if limit <= 1100:  # 4 x start already fails: one peak, nothing to fit, it bisects
+            assert new.trials == old.trials
+        else:  # two peaks, a jump, the proof of the edge
+            assert new.trials <= 5 < old.trials, (limit, new.rounds, old.rounds)

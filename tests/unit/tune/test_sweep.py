@@ -1,0 +1,134 @@
+"""The sweep's rounds (pure): search steps up to ``parallel`` at once, then the sizes the
+objective needs measured alone, then the proof of the pick."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vramtune.records import Purpose, Status, TrialResult
+from vramtune.tune.planner import Phase, SearchMethod
+from vramtune.tune.recommend import Objective
+from vramtune.tune.sweep import SweepConfig, alone_steps, next_steps, trial_request
+from vramtune.workload.profile import load_profile
+
+MiB = 2**20
+QUICK = load_profile("quick")
+
+
+def config(objective=Objective.THROUGHPUT, confirm=False, search=SearchMethod.PREDICTIVE):
+    return SweepConfig(QUICK, int(1.2e9), 0.0, 256, 4096, None, objective=objective,
+                       confirm=confirm, search=search)
+
+
+def rec(n, status=Status.OK, mib=900.0, sps=10_000.0, spread=0.01, shared=False,
+        purpose=Purpose.SEARCH) -> TrialResult:
+    shape = QUICK.shape_for(n)
+    ok = status is Status.OK
+    return TrialResult(status=status, profile="quick", profile_hash=QUICK.hash, num_envs=n,
+                       batch_size=shape.batch_size, num_minibatches=shape.num_minibatches,
+                       unroll_length=10, backend="cpu",
+                       host_peak_rss_bytes=int(mib * MiB) if ok else None,
+                       host_peak_data_bytes=int(mib * MiB) if ok else None,
+                       steps_per_s=sps if ok else None,
+                       steps_per_s_min=sps * (1 - spread) if ok else None,
+                       steps_per_s_max=sps * (1 + spread) if ok else None,
+                       shared_run=shared, purpose=purpose)
+
+
+# 256 and 1024 (bootstrap), 1408 fits, 1536 fails: adjacent on the round grid, search done
+SEARCHED = [rec(256, sps=6_000), rec(1024, sps=9_000), rec(1408, sps=10_000),
+            rec(1536, Status.OOM)]
+
+
+def test_search_rounds_hold_up_to_parallel_sizes():
+    cfg = config()
+    assert [s.num_envs for s in next_steps(cfg, [], cfg.space(), 2)] == [256, 1024]
+    steps = next_steps(cfg, SEARCHED[:2], cfg.space(), 3)
+    assert 1 <= len(steps) <= 3 and all(s.num_envs > 1024 for s in steps)
+    assert all(s.phase in (Phase.PREDICTING, Phase.REFINING, Phase.DOUBLING) for s in steps)
+
+
+def test_after_the_search_the_pick_is_proven_when_every_run_was_alone():
+    cfg = config()
+    (step,) = next_steps(cfg, SEARCHED, cfg.space(), 1)
+    assert step.phase is Phase.REPEATING and step.num_envs == 1408
+    assert trial_request(cfg, SEARCHED, step).alone
+
+
+def test_shared_fits_are_measured_alone_from_the_top_until_clearly_slower():
+    cfg = config()
+    shared = [replace(r, shared_run=True) for r in SEARCHED]
+    (step,) = next_steps(cfg, shared, cfg.space(), 2)
+    assert step.phase is Phase.ALONE and step.num_envs == 1408 and "shared" in step.reason
+    request = trial_request(cfg, shared, step)
+    assert request.purpose is Purpose.ALONE and request.alone
+    done = [*shared, rec(1408, sps=10_000, purpose=Purpose.ALONE)]
+    (step,) = next_steps(cfg, done, cfg.space(), 2)
+    assert step.num_envs == 1024  # its steps/s might still beat 1408's
+    slower = [*done, rec(1024, sps=7_000, purpose=Purpose.ALONE)]
+    # 1024 is clearly slower than 1408: 256 is not measured again; the pick's proof follows
+    assert alone_steps(cfg, slower, cfg.space()) == []
+    (proof,) = next_steps(cfg, slower, cfg.space(), 2)
+    assert (proof.phase, proof.num_envs) == (Phase.REPEATING, 1408)
+
+
+def test_a_tie_keeps_walking_down():
+    cfg = config()
+    shared = [replace(r, shared_run=True) for r in SEARCHED]
+    tied = [*shared, rec(1408, sps=10_000, purpose=Purpose.ALONE),
+            rec(1024, sps=9_950, purpose=Purpose.ALONE)]
+    assert [s.num_envs for s in alone_steps(cfg, tied, cfg.space())] == [256]
+
+
+def test_knee_measures_the_ladder_below_the_boundary_alone():
+    cfg = config(Objective.KNEE)
+    # 1024 is within 5% of 1408: the knee may lie lower, and the predictive search skipped
+    # 512, a size of the doubling ladder the knee compares
+    close = [rec(256, sps=6_000), rec(1024, sps=9_800), rec(1408, sps=10_000),
+             rec(1536, Status.OOM)]
+    (step,) = next_steps(cfg, close, cfg.space(), 1)
+    assert step.phase is Phase.ALONE and step.num_envs == 512 and "knee" in step.reason
+    assert trial_request(cfg, close, step).purpose is Purpose.ALONE
+    # 512 is more than 5% below: the walk stops, the pick is proven next
+    more = [*close, rec(512, sps=8_000, purpose=Purpose.ALONE)]
+    assert alone_steps(cfg, more, cfg.space()) == []
+    # 1024 already more than 5% below 1408: nothing below it can be the knee
+    assert alone_steps(cfg, SEARCHED, cfg.space()) == []
+
+
+def test_max_envs_needs_only_the_largest_alone():
+    cfg = config(Objective.MAX_ENVS)
+    shared = [replace(r, shared_run=True) for r in SEARCHED]
+    assert [s.num_envs for s in alone_steps(cfg, shared, cfg.space())] == [1408]
+    done = [*shared, rec(1408, purpose=Purpose.ALONE)]
+    assert alone_steps(cfg, done, cfg.space()) == []
+
+
+def test_a_size_that_ran_alone_without_steps_is_not_run_again():
+    cfg = config(Objective.MAX_ENVS)
+    shared = [replace(r, shared_run=True) for r in SEARCHED]
+    no_speed = [*shared, replace(rec(1408, purpose=Purpose.ALONE), steps_per_s=None)]
+    assert alone_steps(cfg, no_speed, cfg.space()) == []
+
+
+def test_a_failure_alone_moves_the_boundary_and_the_walk_with_it():
+    cfg = config(Objective.MAX_ENVS)
+    shared = [replace(r, shared_run=True) for r in SEARCHED]
+    failed = [*shared, rec(1408, Status.OOM, purpose=Purpose.ALONE)]
+    assert [s.num_envs for s in alone_steps(cfg, failed, cfg.space())] == [1024]
+
+
+def test_bisect_config_keeps_todays_refine_default():
+    cfg = config(search=SearchMethod.BISECT)
+    assert cfg.space().refine == 3 and cfg.space().method is SearchMethod.BISECT
+    assert config().space().refine is None
+
+
+def test_quick_candidates_keep_four_unrolls_per_step():
+    cfg = config()
+    keeps = cfg.space().candidate
+    assert keeps is not None and all(keeps(n) for n in (256, 1024, 1152, 1408))
+    go1 = load_profile("playground-go1")
+    grow = SweepConfig(go1, int(8e9), 0.1, 1024, 16384, None).space()
+    shape = go1.shape_for(1152)
+    assert shape is not None and grow.is_valid(1152) and not grow.candidate(1152)
