@@ -64,6 +64,17 @@ def as_fraction(value: Percent, what: str = "--headroom") -> float | None:
     return float(value)
 
 
+def as_path(value: str | Path | None, what: str) -> Path | None:
+    """A path option; an empty one is an error (Path('') would silently mean '.')."""
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise UserError(f"{what} is empty: give a directory, or leave the option out")
+    if "\0" in str(value):
+        raise UserError(f"{what} {str(value)!r}: a path cannot hold a NUL character")
+    return Path(value)
+
+
 def as_objective(value: str | Objective | None) -> Objective | None:
     if value is None or isinstance(value, Objective):
         return value
@@ -99,8 +110,7 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
     options = SweepOptions(profile=profile, budget_bytes=as_bytes(gpu_mem),
                            headroom_fraction=as_fraction(headroom), start=start,
                            max_envs=max_envs, refine=refine, objective=as_objective(objective),
-                           out=Path(out) if out is not None else None,
-                           resume=Path(resume) if resume is not None else None,
+                           out=as_path(out, "--out"), resume=as_path(resume, "--resume"),
                            timeout_s=timeout_s, cache=cache, standby=standby,
                            confirm=confirm, confirm_steps=confirm_steps)
     return prepare(options, nvml=nvml)
@@ -119,8 +129,11 @@ def outcome(prepared: PreparedSweep, *, interrupted: bool = False) -> SweepOutco
 def run_prepared(prepared: PreparedSweep, on_event: EventCallback | None = None,
                  on_trial: Callable[[Step, TrialResult], None] | None = None) -> SweepOutcome:
     """Run the search to its end; every trial is appended to the run's file as it ends."""
-    _run_sweep(prepared.config, prepared.executor, prepared.run_dir, prepared.state, on_event,
-               on_trial)
+    try:
+        _run_sweep(prepared.config, prepared.executor, prepared.run_dir, prepared.state,
+                   on_event, on_trial)
+    finally:
+        prepared.release()
     return outcome(prepared)
 
 
@@ -184,6 +197,9 @@ def recommend(results: list[TrialResult] | tuple[TrialResult, ...], *, gpu_mem: 
     return choose(results, as_bytes(gpu_mem), 0.0 if fraction is None else fraction,
                   as_objective(objective) or Objective.THROUGHPUT)
 
+
+MAX_NUM_TIMESTEPS = 10**15
+_HYDRA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 # ppo.train kwargs a profile keeps at its top level; emitted files write them under ppo:
 TOP_LEVEL_PPO_KEYS = ("episode_length", "action_repeat")
@@ -297,8 +313,13 @@ def emit_config(run_dirs: str | Path | Sequence[str | Path], *,
         budgets = [as_bytes(gpu_mem)]
     else:
         budgets = list(dict.fromkeys(as_bytes(b) for b in gpu_mem))
-    if num_timesteps is not None and (isinstance(num_timesteps, bool) or num_timesteps < 1):
-        raise UserError(f"--num-timesteps must be a positive integer, got {num_timesteps}")
+    if num_timesteps is not None and (isinstance(num_timesteps, bool)
+                                      or not 1 <= num_timesteps <= MAX_NUM_TIMESTEPS):
+        raise UserError(f"--num-timesteps must be an integer from 1 to {MAX_NUM_TIMESTEPS}, "
+                        f"got {num_timesteps}")
+    if hydra_prefix and not _HYDRA_KEY.fullmatch(hydra_prefix):
+        raise UserError(f"--hydra-prefix {hydra_prefix!r} is not a dotted config key such as "
+                        f"ppo or agent.ppo (letters, digits and _, parts joined by dots)")
     try:
         fmt_ = ConfigFormat(format)
     except ValueError:

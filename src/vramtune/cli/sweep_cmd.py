@@ -6,7 +6,6 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -170,10 +169,10 @@ def sweep(
     objective: Annotated[Objective | None, typer.Option(
         help="throughput: fastest (default); knee: smallest within 5% of the fastest; "
              "max-envs: most envs.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Run directory (default: "
-                                                  "./vramtune-runs/<timestamp>-<profile>).")] = None,
-    resume: Annotated[Path | None, typer.Option(help="Continue the sweep in this run directory; "
-                                                     "measured trials are not run again.")] = None,
+    out: Annotated[str | None, typer.Option(help="Run directory (default: "
+                                                 "./vramtune-runs/<timestamp>-<profile>).")] = None,
+    resume: Annotated[str | None, typer.Option(help="Continue the sweep in this run directory; "
+                                                    "measured trials are not run again.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Per-trial time limit in seconds.")] = None,
     cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
     standby: Annotated[bool, typer.Option(help="Start (and import) the next trial's process "

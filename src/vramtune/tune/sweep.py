@@ -28,16 +28,21 @@ from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import (
     Run,
     RunHeader,
+    RunLock,
     append_result,
     create_run,
     load_run,
+    lock_run,
     measurement_key,
+    results_path,
+    run_directory,
     trial_key,
 )
+from vramtune.schema import MAX_NUM_ENVS
 from vramtune.tune.planner import Phase, SearchSpace, Step, doubling_sizes, plan
 from vramtune.tune.recommend import Objective, choose
 from vramtune.units import format_bytes, headroom_limit_bytes
-from vramtune.workload.profile import Profile, load_profile, profile_from_dict
+from vramtune.workload.profile import Profile, load_profile, profile_from_dict, safe_name
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,7 @@ def reusable(previous: Run | None, header: RunHeader, config: SweepConfig) -> li
 
 
 DEFAULT_REFINE = 3
+MAX_REFINE = 1000
 DEFAULT_HEADROOM_FRACTION = 0.10
 
 
@@ -133,6 +139,12 @@ class PreparedSweep:
     executor: Executor
     nvml: Nvml
     warnings: list[str] = field(default_factory=list)
+    lock: RunLock | None = None  # held on run_dir while this sweep may write it
+
+    def release(self) -> None:
+        """Let another process write the run directory (a process exit does it too)."""
+        if self.lock is not None:
+            self.lock.release()
 
     def planned(self) -> int:
         """An honest upper estimate of the trials: the doubling ladder plus refinement."""
@@ -153,8 +165,8 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     contradicts them is an error rather than a silently different sweep.
     """
     o = options
-    if o.refine is not None and o.refine < 0:
-        raise UserError(f"--refine must be 0 or more, got {o.refine}")
+    if o.refine is not None and not 0 <= o.refine <= MAX_REFINE:
+        raise UserError(f"--refine must be from 0 to {MAX_REFINE}, got {o.refine}")
     if o.timeout_s is not None and not (o.timeout_s > 0 and math.isfinite(o.timeout_s)):
         raise UserError(f"--timeout must be a positive number of seconds, got {o.timeout_s:g}")
     if o.headroom_fraction is not None and not 0 <= o.headroom_fraction < 1:
@@ -163,7 +175,11 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     previous: Run | None = None
     start, max_envs, refine, objective = o.start, o.max_envs, o.refine, o.objective
     budget_bytes, headroom = o.budget_bytes, o.headroom_fraction
+    lock: RunLock | None = None
     if o.resume is not None:
+        directory = run_directory(o.resume)
+        results_path(directory)  # "no results at ..." before a lock file is made there
+        lock = lock_run(directory)  # before reading: two resumes would run one size twice
         previous = load_run(o.resume)
         header = previous.header
         if o.profile is not None and _as_profile(o.profile).hash != header.profile_hash:
@@ -189,14 +205,16 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     objective = Objective.THROUGHPUT if objective is None else objective
     start = prof.first_size if start is None else start
     max_envs = prof.max_envs if max_envs is None else max_envs
-    if start < 1 or max_envs < 1:
-        raise UserError("--start and --max-envs must be positive integers")
+    for flag, value in (("--start", start), ("--max-envs", max_envs)):
+        if not 1 <= value <= MAX_NUM_ENVS:
+            raise UserError(f"{flag} must be an integer from 1 to {MAX_NUM_ENVS}, got {value}")
     if start > max_envs:
         raise UserError(f"--start {start} is above --max-envs {max_envs}")
     nvml = nvml if nvml is not None else Nvml()
     overhead = measure_overhead_bytes(nvml) if budget_bytes and nvml.available else None
-    if o.confirm_steps is not None and o.confirm_steps < 1:
-        raise UserError(f"--confirm-steps must be a positive integer, got {o.confirm_steps}")
+    if o.confirm_steps is not None and not 1 <= o.confirm_steps <= 10_000_000:
+        raise UserError(f"--confirm-steps must be an integer from 1 to 10000000, got "
+                        f"{o.confirm_steps}")
     config = SweepConfig(prof, budget_bytes, headroom, start, max_envs, refine,
                          timeout_s=o.timeout_s,
                          compile_cache_dir=str(default_cache_dir() / "jax") if o.cache else None,
@@ -222,10 +240,11 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
                             f"versions, profile or device and are not reused")
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = o.out or Path("vramtune-runs") / f"{stamp}-{prof.name}"
-        create_run(run_dir, header)
+        run_dir = o.out or Path("vramtune-runs") / f"{stamp}-{safe_name(prof.name)}"
+        lock = create_run(run_dir, header)
     executor = LocalExecutor(cap, nvml, overhead_bytes=overhead, standby=o.standby)
-    return PreparedSweep(config, objective, header, run_dir, state, executor, nvml, warnings)
+    return PreparedSweep(config, objective, header, run_dir, state, executor, nvml, warnings,
+                         lock)
 
 
 CONFIRM_FACTOR = 10  # a confirming run trains 10x a trial's training steps...
@@ -325,8 +344,8 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
                 requests.append(trial_request(config, state.results, step))
             by_size = {(r.num_envs, r.purpose): s for r, s in zip(requests, steps, strict=True)}
             for result in executor.run_batch(requests, on_event):
+                state.results.append(result)  # kept even when the write below fails
                 append_result(run_dir, result)  # fsynced before anything else can go wrong
-                state.results.append(result)
                 state.trial_wall_s += result.wall_s or 0.0
                 if on_trial:
                     on_trial(by_size[(result.num_envs, result.purpose)], result)
