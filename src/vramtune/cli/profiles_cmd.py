@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from vramtune import machine
 from vramtune.cli.common import console, err_console, print_json
@@ -67,7 +68,7 @@ def init_profile(
     if not output.parent.is_dir():
         raise UserError(f"cannot write {output}: folder {output.parent} does not exist")
     if err_console.is_terminal:  # keep piped stderr to the one line an error needs
-        err_console.print(f"[dim]reading the canonical config of {env}…[/dim]")
+        err_console.print(f"[dim]reading the canonical config of {escape(env)}…[/dim]")
     data, origin = starter_profile(env, backend)
     if name:
         data["name"] = name
