@@ -8,7 +8,6 @@ how to show them (the CLI renders them with rich, a notebook with pandas).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.records import Purpose, TrialResult
 from vramtune.results.frame import runs_frame
 from vramtune.results.store import load_run
+from vramtune.schema import MAX_NUM_ENVS
 from vramtune.tune.budgets import Emission, Measurements, choose_for_budget, merge_runs
 from vramtune.tune.planner import Step
 from vramtune.tune.recommend import Objective, Recommendation, choose
@@ -35,7 +35,7 @@ from vramtune.tune.sweep import run_sweep as _run_sweep
 from vramtune.units import headroom_limit_bytes, parse_percent, parse_size, parse_sizes
 from vramtune.views.configs import ConfigFormat, render
 from vramtune.workload.configfile import load_config
-from vramtune.workload.profile import Profile, load_profile, profile_from_dict
+from vramtune.workload.profile import MAX_TIMEOUT_S, Profile, load_profile, profile_from_dict
 from vramtune.workload.sources import MANAGED_PPO_KEYS
 
 Size = str | int | None
@@ -62,6 +62,16 @@ def as_fraction(value: Percent, what: str = "--headroom") -> float | None:
     if isinstance(value, bool) or not 0 <= float(value) < 1:
         raise UserError(f"{what} as a number must be a fraction in [0, 1), got {value!r}")
     return float(value)
+
+
+def check_timeout(timeout_s: float | None) -> None:
+    """A time limit: positive, finite (nan and inf never time out), at most MAX_TIMEOUT_S."""
+    if timeout_s is None:
+        return
+    if (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
+            or not 0 < timeout_s <= MAX_TIMEOUT_S):
+        raise UserError(f"--timeout must be a number of seconds above 0 and at most "
+                        f"{MAX_TIMEOUT_S}, got {timeout_s}")
 
 
 def as_path(value: str | Path | None, what: str) -> Path | None:
@@ -161,12 +171,12 @@ def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None 
                   cache: bool = True) -> TrialRequest:
     """A validated trial request: every input checked before anything starts."""
     budget_bytes = as_bytes(gpu_mem)
-    if timeout_s is not None and not (timeout_s > 0 and math.isfinite(timeout_s)):
-        raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    check_timeout(timeout_s)
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     n = prof.num_envs if num_envs is None else num_envs
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise UserError(f"--num-envs must be a positive integer, got {num_envs}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_NUM_ENVS:
+        raise UserError(f"--num-envs must be an integer from 1 to {MAX_NUM_ENVS}, got "
+                        f"{num_envs}")
     return TrialRequest(prof, n, budget_bytes=budget_bytes, timeout_s=timeout_s,
                         compile_cache_dir=str(default_cache_dir() / "jax") if cache else None)
 
@@ -262,8 +272,7 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
     fraction = as_fraction(headroom) or 0.0
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 1_000_000:
         raise UserError(f"--steps must be an integer from 1 to 1000000, got {steps!r}")
-    if timeout_s is not None and not (timeout_s > 0 and math.isfinite(timeout_s)):
-        raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    check_timeout(timeout_s)
     prof, _ = verification_profile(config_path, profile)
     limit = headroom_limit_bytes(budget_bytes, fraction)
     request = TrialRequest(prof, prof.num_envs, budget_bytes=budget_bytes, cap_bytes=limit,

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from vramtune import fmt, machine, paths
-from vramtune.cli.common import err_console, print_json
+from vramtune.cli.common import err_console, print_json, signals_as_exceptions
 from vramtune.errors import UserError
 from vramtune.measure.cap import plan_cap
 from vramtune.measure.nvml import Nvml
@@ -132,7 +132,7 @@ def bench_command(
         raise UserError(f"--repeat must be from 1 to {MAX_REPEAT}, got {repeat}")
     if timeout is not None and not (0 < timeout <= MAX_TIMEOUT_S):  # refuses nan and inf
         raise UserError(f"--timeout must be a number of seconds above 0 and at most "
-                        f"{MAX_TIMEOUT_S:g}, got {timeout:g}")
+                        f"{MAX_TIMEOUT_S}, got {timeout:g}")
     prof = load_profile(profile)
     for n in num_envs:
         invalid = invalid_result(TrialRequest(prof, n))
@@ -159,14 +159,17 @@ def bench_command(
     # runners start cold, so a cached baseline would read as a regression there.
     plan = [(r + 1, n) for r in range(repeat) for n in num_envs]
     results: list[TrialResult] = []
-    for i, (rep, n) in enumerate(plan, start=1):
-        if not json_out and err_console.is_terminal:  # a CI log gets one line per trial
-            err_console.print(f"[dim][{i}/{len(plan)}] num_envs={n} repeat {rep}/{repeat}…[/dim]")
-        result = run_trial(TrialRequest(prof, n, timeout_s=timeout, compile_cache_dir=None),
-                           nvml=nvml)
-        results.append(result)
-        if not json_out:
-            err_console.print(_progress_line(i, len(plan), rep, repeat, result), markup=False)
+    with signals_as_exceptions():  # a killed CI job leaves no trial and no temp folder
+        for i, (rep, n) in enumerate(plan, start=1):
+            if not json_out and err_console.is_terminal:  # a CI log gets one line per trial
+                err_console.print(f"[dim][{i}/{len(plan)}] num_envs={n} repeat "
+                                  f"{rep}/{repeat}…[/dim]")
+            result = run_trial(TrialRequest(prof, n, timeout_s=timeout, compile_cache_dir=None),
+                               nvml=nvml)
+            results.append(result)
+            if not json_out:
+                err_console.print(_progress_line(i, len(plan), rep, repeat, result),
+                                  markup=False)
 
     key = key_from_results(results, machine.cpu_model()) or here
     if old is not None and not old.machine.matches(key) and not force:

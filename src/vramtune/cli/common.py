@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
@@ -17,6 +20,26 @@ err_console = Console(stderr=True, highlight=False)
 
 BUDGET_HELP = (f"Memory budget. GPU: emulate a card this size (JAX's memory fraction is "
                f"capped). CPU: host memory, enforced with RLIMIT_DATA. {SIZE_HELP}.")
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised like Ctrl-C: the trial in flight is killed with its whole
+    process group and its temporary folder removed, as on any other way out."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+@contextmanager
+def signals_as_exceptions() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into ``Terminated`` while the block runs."""
+    previous = {s: signal.signal(s, _raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def budget(text: str | None) -> int | None:

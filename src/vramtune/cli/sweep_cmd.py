@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from typing import Annotated, Any
@@ -14,7 +13,14 @@ from rich.markup import escape
 from rich.text import Text
 
 from vramtune import api, fmt
-from vramtune.cli.common import BUDGET_HELP, console, err_console, print_json
+from vramtune.cli.common import (
+    BUDGET_HELP,
+    Terminated,
+    console,
+    err_console,
+    print_json,
+    signals_as_exceptions,
+)
 from vramtune.cli.tables import sweep_rich
 from vramtune.errors import UserError
 from vramtune.measure.wire import Event, Phase, Sample, TrialStarted
@@ -24,14 +30,6 @@ from vramtune.tune.sweep import PreparedSweep, summary
 from vramtune.units import budget_label, format_bytes
 from vramtune.views.runs import chosen_summary
 from vramtune.views.sweep_table import sweep_table
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised like Ctrl-C so the trial in flight is killed and results kept."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Terminated()
 
 
 class _Progress:
@@ -92,11 +90,11 @@ class _Progress:
             capped = (f"; {what} {format_bytes(result.cap_figure_bytes)} of the "
                       f"{format_bytes(result.cap_bytes)} cap")
         purpose = "" if result.purpose is Purpose.SEARCH else f" [{result.purpose}]"
-        line = escape(f"  num_envs={result.num_envs}{purpose}: {result.status}, "
-                      f"{fmt.rate(result.steps_per_s)} steps/s, peak {format_bytes(result.peak_bytes)} "
-                      f"{result.memory_label}{capped}, {fmt.seconds(result.wall_s)}")
+        line = (f"  num_envs={result.num_envs}{purpose}: {result.status}, "
+                f"{fmt.rate(result.steps_per_s)} steps/s, peak {format_bytes(result.peak_bytes)} "
+                f"{result.memory_label}{capped}, {fmt.seconds(result.wall_s)}")
         if self.live:
-            self.live.console.print(line)
+            self.live.console.print(line, markup=False)
         else:
             print(line, flush=True)
 
@@ -198,10 +196,9 @@ def sweep(
         err_console.print(f"[yellow]warning:[/] {escape(warning)}")
     state = prepared.state
     progress = _Progress(prepared.planned(), json_out)
-    previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     code: int
     try:
-        with progress:
+        with signals_as_exceptions(), progress:
             api.run_prepared(prepared, progress.event,
                              lambda step, result: progress.trial_done(result))
         code = _print_outcome(prepared, json_out, interrupted=False)
@@ -209,8 +206,10 @@ def sweep(
         _print_outcome(prepared, json_out, interrupted=True)
         how, code = ("terminated", 143) if isinstance(stop, Terminated) else ("interrupted", 130)
         err_console.print(f"vramtune: {how}; measured trials are saved")
-    finally:
-        signal.signal(signal.SIGTERM, previous_handler)
+    except UserError:
+        # A write failed after trials ran (disk full): the table first, then the one line.
+        _print_outcome(prepared, json_out, interrupted=True)
+        raise
     if state.results and any(r.status is Status.ERROR for r in state.results) and not json_out:
         errors = [r for r in state.results if r.status is Status.ERROR]
         last = (errors[0].error_message or "").strip().splitlines()[-1:] or [""]

@@ -12,6 +12,9 @@ from vramtune.errors import UserError
 from vramtune.measure.nvml import Nvml
 
 DEFAULT_GPU_FRACTION = 0.95  # not JAX's 0.75: a probe without a cap would stop at 75% of the card
+# Under RLIMIT_DATA below this, Python dies before it can import JAX (OpenBLAS, threads): the
+# trial would end as a crash, not an out-of-memory. 100 MB already ends as a clean OOM.
+MIN_CPU_CAP_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -67,4 +70,8 @@ def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | 
         base_env["JAX_PLATFORMS"] = "cpu"
     if budget_bytes is None:
         return Cap(base_env, None, None)
+    if budget_bytes < MIN_CPU_CAP_BYTES:
+        raise UserError(f"a cap of {budget_bytes} bytes is below {MIN_CPU_CAP_BYTES >> 20} MiB, "
+                        f"less than a Python process needs to start and import JAX; give a "
+                        f"larger --gpu-mem")
     return Cap(base_env, budget_bytes, f"RLIMIT_DATA={budget_bytes}", enforced_bytes=budget_bytes)

@@ -36,7 +36,7 @@ def measure_overhead_bytes(nvml: Nvml, timeout_s: float = 120.0) -> int | None:
         return int(known[key])
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     baseline = nvml.device_used_bytes()
-    proc = subprocess.Popen([sys.executable, "-c", _PROBE], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-P", "-c", _PROBE], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                             start_new_session=True)
     peak: int | None = None

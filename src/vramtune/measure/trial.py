@@ -13,8 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,12 +27,14 @@ from vramtune.measure.process import (
     _kill_group,
     _Reader,
     _Sampler,
+    child_command,
     child_env,
     standby_key,
+    trial_dir,
 )
 from vramtune.measure.wire import ChildReport, Launched
 from vramtune.records import Purpose, Status, TrialResult, utc_now
-from vramtune.workload.profile import Profile
+from vramtune.workload.profile import Profile, profile_folder
 from vramtune.workload.rules import nearest_valid, violations
 
 DEFAULT_SAMPLE_INTERVAL_S = 0.1
@@ -43,7 +43,9 @@ _OOM_PATTERNS = re.compile(
     r"MemoryError|Cannot allocate memory|CUDA_ERROR_OUT_OF_MEMORY|"
     # Warp (Playground's default MJX implementation) and the CUDA libraries allocate
     # outside XLA and word it their own way.
-    r"Failed to allocate \d+ bytes|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED",
+    r"Failed to allocate \d+ bytes|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|"
+    # OpenBLAS and the dynamic loader under RLIMIT_DATA, before Python can raise MemoryError
+    r"Memory allocation still failed|failed to map segment from shared object",
     re.IGNORECASE)
 
 # Not why a trial died: XLA's cache loader warns about tuning flags on every hit, and mjx
@@ -135,13 +137,14 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         cap = plan_cap(request.enforced_bytes, nvml, overhead_bytes)
     timeout_s = request.timeout_s if request.timeout_s is not None else profile.timeout_s
     gpu_baseline = nvml.device_used_bytes() if nvml and nvml.available else None
-    with tempfile.TemporaryDirectory(prefix="vramtune-trial-") as tmp:
+    with trial_dir() as tmp:
         result_path = Path(tmp) / "result.json"
         spec = {"profile": profile.to_dict(), "num_envs": request.num_envs,
                 "batch_size": shape.batch_size, "num_minibatches": shape.num_minibatches,
                 "rlimit_data_bytes": cap.rlimit_data_bytes, "result_path": str(result_path),
                 "compile_cache_dir": request.compile_cache_dir,
-                "training_steps": request.training_steps}
+                "training_steps": request.training_steps,
+                "import_path": profile_folder(profile)}
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(spec))
         notes = list(cap.notes)
@@ -159,7 +162,7 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
             proc.stdin.flush()
             notes.append("ran in a warm standby process: imports done before the trial began")
         else:
-            proc = subprocess.Popen([sys.executable, "-m", "vramtune.measure.child", str(spec_path)],
+            proc = subprocess.Popen([*child_command(), str(spec_path)],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, env=child_env(cap),
                                     start_new_session=True)

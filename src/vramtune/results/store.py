@@ -280,8 +280,10 @@ def results_path(directory: str | Path) -> Path:
         usable = path.is_file()
     except (OSError, ValueError):
         usable = False
-    if not str(directory).strip() or not usable:
-        raise UserError(f"no results at {str(directory)!r}: expected a run directory holding "
+    if not str(directory).strip():
+        raise UserError("the run directory is empty: name a sweep's run directory")
+    if not usable:
+        raise UserError(f"no results at {directory}: expected a run directory holding "
                         f"{RESULTS_FILE}")
     return path
 

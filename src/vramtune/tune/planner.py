@@ -9,9 +9,11 @@ grid, for up to ``refine`` more trials. Being pure, it is tested on recorded seq
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import islice
 
 from vramtune.records import Status, TrialResult
 
@@ -33,6 +35,15 @@ class SearchSpace:
     refine: int
     limit_bytes: int | None  # budget x (1 - headroom); None: only real failures count
     is_valid: Callable[[int], bool]  # Brax's rules under the profile's scaling policy
+    # The valid sizes in [lo, hi], ascending, computed lazily from the rules; None: every
+    # integer is tried with is_valid (fine for small spaces, a hang for a sparse huge one).
+    sizes_between: Callable[[int, int], Iterable[int]] | None = None
+
+    def valid_between(self, lo: int, hi: int) -> Iterable[int]:
+        lo = max(lo, 1)
+        if self.sizes_between is not None:
+            return self.sizes_between(lo, hi)
+        return (n for n in range(lo, hi + 1) if self.is_valid(n))
 
 
 @dataclass(frozen=True)
@@ -53,10 +64,7 @@ def failed(result: TrialResult, limit_bytes: int | None) -> bool:
 
 
 def next_valid_at_least(n: int, space: SearchSpace) -> int | None:
-    for candidate in range(max(n, 1), space.max_envs + 1):
-        if space.is_valid(candidate):
-            return candidate
-    return None
+    return next(iter(space.valid_between(n, space.max_envs)), None)
 
 
 def doubling_sizes(space: SearchSpace) -> list[int]:
@@ -117,19 +125,61 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
     if len(refined) >= space.refine:
         return Step(Phase.DONE, None, f"boundary between {lo} (fits) and {hi} (fails) after "
                                       f"{len(refined)} refinement trial(s)")
-    candidates = [n for n in range(lo + 1, hi) if space.is_valid(n) and n not in by_size]
-    if not candidates:
+    size = _refinement_size(lo, hi, space, by_size)
+    if size is None:
         return Step(Phase.DONE, None, f"boundary found: {lo} fits, {hi} fails, and no valid size "
                                       f"lies between")
-    # The roundest valid size in the middle half (1536 between 1024 and 2048, then 1280,
-    # 1152; 3072 between 2000 and 4000), nearest the midpoint among equals. Odd sizes would make
-    # Brax's rule round num_minibatches or batch_size up to a multiple of num_envs/gcd,
-    # multiplying the rollout buffer: the boundary would then measure the batch, not num_envs.
+    return Step(Phase.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
+
+
+_LISTED = 1 << 16  # candidates listed one by one; a wider valid set is searched roundest-first
+
+
+def _refinement_size(lo: int, hi: int, space: SearchSpace, taken: Iterable[int]) -> int | None:
+    """The roundest valid size in the middle half (1536 between 1024 and 2048, then 1280,
+    1152; 3072 between 2000 and 4000), nearest the midpoint among equals. Odd sizes would make
+    Brax's rule round num_minibatches or batch_size up to a multiple of num_envs/gcd,
+    multiplying the rollout buffer: the boundary would then measure the batch, not num_envs.
+    """
+    taken = set(taken)
     midpoint = (lo + hi) / 2
     quarter = (hi - lo) / 4
-    middle = [n for n in candidates if lo + quarter <= n <= hi - quarter] or candidates
-    size = min(middle, key=lambda n: (-_roundness(n), abs(n - midpoint)))
-    return Step(Phase.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
+    candidates = list(islice((n for n in space.valid_between(lo + 1, hi - 1) if n not in taken),
+                             _LISTED + 1))
+    if len(candidates) <= _LISTED:
+        if not candidates:
+            return None
+        middle = [n for n in candidates if lo + quarter <= n <= hi - quarter] or candidates
+        return min(middle, key=lambda n: (-_roundness(n), abs(n - midpoint)))
+    # Too many valid sizes to list: the same choice, found from the roundest sizes down
+    # (odd multiples of 2**t, nearest the midpoint first), so the first valid one is it.
+    for a, b in ((math.ceil(lo + quarter), math.floor(hi - quarter)), (lo + 1, hi - 1)):
+        budget = _LISTED
+        for t in range(max(b, 1).bit_length(), -1, -1):
+            step = 1 << t
+            for k in _outward(-(-a // step), b // step, midpoint / step):
+                budget -= 1
+                if budget < 0:
+                    break
+                n = k * step
+                if k % 2 and n not in taken and space.is_valid(n):  # even k: tried at t + 1
+                    return n
+            if budget < 0:
+                break
+    return None
+
+
+def _outward(first: int, last: int, target: float) -> Iterable[int]:
+    """The integers in [first, last], nearest ``target`` first (the smaller on a tie)."""
+    down = min(math.floor(target), last)
+    up = max(down + 1, first)
+    while down >= first or up <= last:
+        if down >= first and (up > last or target - down <= up - target):
+            yield down
+            down -= 1
+        else:
+            yield up
+            up += 1
 
 
 def _roundness(n: int) -> int:

@@ -6,7 +6,6 @@ can replace local subprocesses without touching the search.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +41,13 @@ from vramtune.schema import MAX_NUM_ENVS
 from vramtune.tune.planner import Phase, SearchSpace, Step, doubling_sizes, plan
 from vramtune.tune.recommend import Objective, choose
 from vramtune.units import format_bytes, headroom_limit_bytes
-from vramtune.workload.profile import Profile, load_profile, profile_from_dict, safe_name
+from vramtune.workload.profile import (
+    MAX_TIMEOUT_S,
+    Profile,
+    load_profile,
+    profile_from_dict,
+    safe_name,
+)
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,9 @@ class SweepConfig:
     def space(self) -> SearchSpace:
         return SearchSpace(start=self.start, max_envs=self.max_envs, refine=self.refine,
                            limit_bytes=self.limit_bytes,
-                           is_valid=lambda n: self.profile.sweepable(n, self.device_count))
+                           is_valid=lambda n: self.profile.sweepable(n, self.device_count),
+                           sizes_between=lambda lo, hi: self.profile.sweepable_sizes(
+                               lo, hi, self.device_count))
 
 
 @dataclass
@@ -167,8 +174,9 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     o = options
     if o.refine is not None and not 0 <= o.refine <= MAX_REFINE:
         raise UserError(f"--refine must be from 0 to {MAX_REFINE}, got {o.refine}")
-    if o.timeout_s is not None and not (o.timeout_s > 0 and math.isfinite(o.timeout_s)):
-        raise UserError(f"--timeout must be a positive number of seconds, got {o.timeout_s:g}")
+    if o.timeout_s is not None and not 0 < o.timeout_s <= MAX_TIMEOUT_S:  # refuses nan, inf
+        raise UserError(f"--timeout must be a number of seconds above 0 and at most "
+                        f"{MAX_TIMEOUT_S}, got {o.timeout_s:g}")
     if o.headroom_fraction is not None and not 0 <= o.headroom_fraction < 1:
         raise UserError(f"--headroom must be at least 0% and below 100%, got "
                         f"{o.headroom_fraction:.0%}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -23,7 +24,13 @@ from vramtune.schema import (
     Fields,
     plain_data,
 )
-from vramtune.workload.rules import BRAX_DEFAULTS, BatchShape, ScalingPolicy, scale_batch
+from vramtune.workload.rules import (
+    BRAX_DEFAULTS,
+    BatchShape,
+    ScalingPolicy,
+    iter_valid_sizes,
+    scale_batch,
+)
 from vramtune.workload.sources import MANAGED_PPO_KEYS, check_profile_source
 
 
@@ -100,6 +107,13 @@ class Profile:
             return True
         return shape.unrolls_per_step <= 2 * max(self.base_shape.unrolls_per_step, 1)
 
+    def sweepable_sizes(self, lo: int, hi: int, device_count: int = 1) -> Iterator[int]:
+        """The sweepable sizes in [lo, hi], ascending, computed from the rules (the divisors
+        of the product under hold-env-steps): never every integer up to ``hi``."""
+        for n in iter_valid_sizes(self.scaling, self.base_shape, lo, hi, device_count):
+            if self.sweepable(n, device_count):
+                yield n
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["scaling"] = str(self.scaling)
@@ -129,7 +143,7 @@ ACTIVATIONS = ("celu", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_
                "selu", "sigmoid", "silu", "soft_sign", "softplus", "sparse_plus",
                "sparse_sigmoid", "squareplus", "swish", "tanh")
 MAX_LAYER_WIDTH = 1 << 16
-MAX_TIMEOUT_S = 1e6  # eleven days: a trial limit past that is a typo
+MAX_TIMEOUT_S = 1_000_000  # seconds (eleven days): a trial limit past that is a typo
 _NUMBERS = ("entropy_cost", "reward_scaling", "clipping_epsilon", "vf_loss_coefficient",
             "desired_kl", "normalize_observations_std_eps", "learning_rate_schedule_min_lr",
             "learning_rate_schedule_max_lr")
