@@ -152,21 +152,43 @@ def _refinement_size(lo: int, hi: int, space: SearchSpace, taken: Iterable[int])
         middle = [n for n in candidates if lo + quarter <= n <= hi - quarter] or candidates
         return min(middle, key=lambda n: (-_roundness(n), abs(n - midpoint)))
     # Too many valid sizes to list: the same choice, found from the roundest sizes down
-    # (odd multiples of 2**t, nearest the midpoint first), so the first valid one is it.
+    # (odd multiples of 2**t, nearest the midpoint first), so the first valid one is it;
+    # if that probe runs out of budget, the valid sizes are streamed (never stored).
+    def key(n: int) -> tuple[int, float]:
+        return (-_roundness(n), abs(n - midpoint))
+
     for a, b in ((math.ceil(lo + quarter), math.floor(hi - quarter)), (lo + 1, hi - 1)):
-        budget = _LISTED
-        for t in range(max(b, 1).bit_length(), -1, -1):
-            step = 1 << t
-            for k in _outward(-(-a // step), b // step, midpoint / step):
-                budget -= 1
-                if budget < 0:
-                    break
-                n = k * step
-                if k % 2 and n not in taken and space.is_valid(n):  # even k: tried at t + 1
-                    return n
-            if budget < 0:
-                break
+        found, complete = _roundest_first(a, b, midpoint, space, taken)
+        if found is not None:
+            return found
+        if not complete:
+            stream = islice((n for n in space.valid_between(a, b) if n not in taken), _STREAMED)
+            best = min(stream, key=key, default=None)
+            if best is not None:
+                return best
     return None
+
+
+_STREAMED = 1 << 22
+
+
+def _roundest_first(a: int, b: int, midpoint: float, space: SearchSpace,
+                    taken: set[int]) -> tuple[int | None, bool]:
+    """(the roundest valid size in [a, b] nearest the midpoint, whether the search was
+    complete): at most _LISTED sizes are tried."""
+    budget = 4 * _LISTED  # sizes looked at, tried or skipped
+    for t in range(max(b, 1).bit_length(), -1, -1):
+        step = 1 << t
+        for k in _outward(-(-a // step), b // step, midpoint / step):
+            budget -= 1
+            if budget < 0:
+                return None, False
+            if k % 2 == 0:
+                continue  # a multiple of 2**(t + 1): tried one level up
+            n = k * step
+            if n not in taken and space.is_valid(n):
+                return n, True
+    return None, True
 
 
 def _outward(first: int, last: int, target: float) -> Iterable[int]:
