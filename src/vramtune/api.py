@@ -19,6 +19,7 @@ import yaml
 
 from vramtune.errors import UserError
 from vramtune.machine import default_cache_dir, mem_fraction_var
+from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import measure_overhead_bytes
 from vramtune.measure.process import EventCallback
@@ -49,6 +50,16 @@ def as_bytes(value: Size, what: str = "--gpu-mem") -> int | None:
     if isinstance(value, str) and not value.strip():
         raise UserError(f"{what} is empty: give a size such as 8GB, or leave the option out")
     return parse_size(value, what=what)
+
+
+def as_cap(value: Size, what: str = "--gpu-mem") -> int | None:
+    """A budget a trial will run under: a size, and at least MIN_CAP_BYTES (below it Python
+    cannot even start under RLIMIT_DATA, and no CUDA context fits on a card)."""
+    budget = as_bytes(value, what)
+    if budget is not None and budget < MIN_CAP_BYTES:
+        raise UserError(f"{what} {value}: below {MIN_CAP_BYTES >> 20} MiB, less than a Python "
+                        f"process needs to start and import JAX")
+    return budget
 
 
 def as_fraction(value: Percent, what: str = "--headroom") -> float | None:
@@ -117,7 +128,7 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
                   nvml: Nvml | None = None) -> PreparedSweep:
     """Everything before the first trial; ``run_prepared`` then runs it. Split in two so a
     caller (the CLI) can keep what was measured when the run is interrupted."""
-    options = SweepOptions(profile=profile, budget_bytes=as_bytes(gpu_mem),
+    options = SweepOptions(profile=profile, budget_bytes=as_cap(gpu_mem),
                            headroom_fraction=as_fraction(headroom), start=start,
                            max_envs=max_envs, refine=refine, objective=as_objective(objective),
                            out=as_path(out, "--out"), resume=as_path(resume, "--resume"),
@@ -170,7 +181,7 @@ def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None 
                   gpu_mem: Size = None, timeout_s: float | None = None,
                   cache: bool = True) -> TrialRequest:
     """A validated trial request: every input checked before anything starts."""
-    budget_bytes = as_bytes(gpu_mem)
+    budget_bytes = as_cap(gpu_mem)
     check_timeout(timeout_s)
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     n = prof.num_envs if num_envs is None else num_envs
@@ -266,7 +277,7 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
            nvml: Nvml | None = None) -> TrialResult:
     """Train a config file's settings ``steps`` training steps, evaluation as configured,
     under the budget x (1 - headroom) cap the sweep uses; the record says if it fit."""
-    budget_bytes = as_bytes(gpu_mem)
+    budget_bytes = as_cap(gpu_mem)
     if budget_bytes is None:
         raise UserError("verify needs --gpu-mem: the budget to verify the config against")
     fraction = as_fraction(headroom) or 0.0

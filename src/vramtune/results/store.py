@@ -184,15 +184,20 @@ def lock_run(directory: Path) -> RunLock:
 def create_run(directory: Path, header: RunHeader) -> RunLock:
     """Create the run directory, lock it and write the header; UserError if it cannot."""
     path = directory / RESULTS_FILE
+
+    def refuse_existing() -> None:
+        if path.exists() and (not path.is_file() or path.stat().st_size):
+            raise UserError(f"{path} already holds results: use --resume {directory} to "
+                            f"continue it")
+
     try:
+        refuse_existing()  # before anything is made in someone else's run
         directory.mkdir(parents=True, exist_ok=True)
         if not directory.is_dir():
             raise UserError(f"cannot write results to {directory}: not a directory")
         lock = lock_run(directory)
         try:
-            if path.exists() and (not path.is_file() or path.stat().st_size):
-                raise UserError(f"{path} already holds results: use --resume {directory} to "
-                                f"continue it")
+            refuse_existing()  # again, under the lock
             _write_line(path, header.to_dict())
         except BaseException:
             lock.release()

@@ -33,7 +33,6 @@ from vramtune.results.store import (
     load_run,
     lock_run,
     measurement_key,
-    results_path,
     run_directory,
     trial_key,
 )
@@ -186,9 +185,9 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     lock: RunLock | None = None
     if o.resume is not None:
         directory = run_directory(o.resume)
-        results_path(directory)  # "no results at ..." before a lock file is made there
-        lock = lock_run(directory)  # before reading: two resumes would run one size twice
-        previous = load_run(o.resume)
+        load_run(directory)  # a damaged run is refused before a lock file is made in it
+        lock = lock_run(directory)  # then read again under the lock: two resumes at once
+        previous = load_run(directory)  # would run the same size twice
         header = previous.header
         if o.profile is not None and _as_profile(o.profile).hash != header.profile_hash:
             raise UserError(f"--profile {o.profile} differs from the profile {o.resume} was "
