@@ -19,6 +19,11 @@ def _hermetic_env(tmp_path_factory: pytest.TempPathFactory) -> None:
     cache = tmp_path_factory.mktemp("xdg-cache")
     os.environ["XDG_CACHE_HOME"] = str(cache)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # Trial children run with `python -P` (the current directory is not on their path): the
+    # test factories (tests.workloads_fixture:...) are found through PYTHONPATH, as a user's
+    # installed package or PYTHONPATH entry would be.
+    entries = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(entries))
     os.environ.pop("GITHUB_STEP_SUMMARY", None)
 
 

@@ -55,3 +55,37 @@ def make_leaking_env(leak_bytes_per_env_step: int = 0, backend: str = "generaliz
     leaking = Leaking.__new__(Leaking)
     leaking.__dict__.update(base.__dict__)
     return leaking
+
+
+def make_env_with_grandchild(pid_file: str = "") -> Any:
+    """brax's `fast` env, after starting a long `sleep` in the trial's process group (as a
+    factory that launches a simulator or an asset server does) and writing its PID to
+    ``pid_file``: stopping the trial must stop it too."""
+    import subprocess
+
+    sleeper = subprocess.Popen(["sleep", "600"])
+    if pid_file:
+        with open(pid_file, "w") as handle:
+            handle.write(str(sleeper.pid))
+    return make_fast_env()
+
+
+def make_env_failing_in_jit() -> Any:
+    """brax's `fast` env whose step calls a method an int does not have: the error happens
+    while JAX traces the training step, and JAX re-raises it with its own note appended."""
+    base = envs_fast()
+
+    class Failing(type(base)):  # type: ignore[misc]
+        def step(self, state: Any, action: Any) -> Any:
+            (5).reset()  # the user's bug
+            return super().step(state, action)
+
+    failing = Failing.__new__(Failing)
+    failing.__dict__.update(base.__dict__)
+    return failing
+
+
+def envs_fast() -> Any:
+    from brax import envs
+
+    return envs.get_environment("fast", backend="generalized")

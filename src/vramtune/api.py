@@ -8,7 +8,6 @@ how to show them (the CLI renders them with rich, a notebook with pandas).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import yaml
 
 from vramtune.errors import UserError
 from vramtune.machine import default_cache_dir, mem_fraction_var
+from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import DeviceFacts, measure_device
 from vramtune.measure.process import EventCallback
@@ -27,6 +27,7 @@ from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.records import Purpose, TrialResult
 from vramtune.results.frame import runs_frame
 from vramtune.results.store import load_run
+from vramtune.schema import MAX_NUM_ENVS
 from vramtune.tune.budgets import Emission, Measurements, choose_for_budget, merge_runs
 from vramtune.tune.planner import SearchMethod, Step
 from vramtune.tune.recommend import Objective, Recommendation, choose
@@ -35,7 +36,7 @@ from vramtune.tune.sweep import run_sweep as _run_sweep
 from vramtune.units import headroom_limit_bytes, parse_percent, parse_size, parse_sizes
 from vramtune.views.configs import ConfigFormat, render
 from vramtune.workload.configfile import load_config
-from vramtune.workload.profile import Profile, load_profile, profile_from_dict
+from vramtune.workload.profile import MAX_TIMEOUT_S, Profile, load_profile, profile_from_dict
 from vramtune.workload.sources import MANAGED_PPO_KEYS
 
 Size = str | int | None
@@ -49,6 +50,16 @@ def as_bytes(value: Size, what: str = "--gpu-mem") -> int | None:
     if isinstance(value, str) and not value.strip():
         raise UserError(f"{what} is empty: give a size such as 8GB, or leave the option out")
     return parse_size(value, what=what)
+
+
+def as_cap(value: Size, what: str = "--gpu-mem") -> int | None:
+    """A budget a trial will run under: a size, and at least MIN_CAP_BYTES (below it Python
+    cannot even start under RLIMIT_DATA, and no CUDA context fits on a card)."""
+    budget = as_bytes(value, what)
+    if budget is not None and budget < MIN_CAP_BYTES:
+        raise UserError(f"{what} {value}: below {MIN_CAP_BYTES >> 20} MiB, less than a Python "
+                        f"process needs to start and import JAX")
+    return budget
 
 
 def as_fraction(value: Percent, what: str = "--headroom") -> float | None:
@@ -72,6 +83,27 @@ def as_search(value: str | SearchMethod | None) -> SearchMethod | None:
     except ValueError:
         raise UserError(f"unknown search {value!r}: expected one of "
                         f"{', '.join(m.value for m in SearchMethod)}") from None
+
+
+def check_timeout(timeout_s: float | None) -> None:
+    """A time limit: positive, finite (nan and inf never time out), at most MAX_TIMEOUT_S."""
+    if timeout_s is None:
+        return
+    if (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
+            or not 0 < timeout_s <= MAX_TIMEOUT_S):
+        raise UserError(f"--timeout must be a number of seconds above 0 and at most "
+                        f"{MAX_TIMEOUT_S}, got {timeout_s}")
+
+
+def as_path(value: str | Path | None, what: str) -> Path | None:
+    """A path option; an empty one is an error (Path('') would silently mean '.')."""
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise UserError(f"{what} is empty: give a directory, or leave the option out")
+    if "\0" in str(value):
+        raise UserError(f"{what} {str(value)!r}: a path cannot hold a NUL character")
+    return Path(value)
 
 
 def as_objective(value: str | Objective | None) -> Objective | None:
@@ -107,11 +139,10 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
                   nvml: Nvml | None = None) -> PreparedSweep:
     """Everything before the first trial; ``run_prepared`` then runs it. Split in two so a
     caller (the CLI) can keep what was measured when the run is interrupted."""
-    options = SweepOptions(profile=profile, budget_bytes=as_bytes(gpu_mem),
+    options = SweepOptions(profile=profile, budget_bytes=as_cap(gpu_mem),
                            headroom_fraction=as_fraction(headroom), start=start,
                            max_envs=max_envs, refine=refine, objective=as_objective(objective),
-                           out=Path(out) if out is not None else None,
-                           resume=Path(resume) if resume is not None else None,
+                           out=as_path(out, "--out"), resume=as_path(resume, "--resume"),
                            timeout_s=timeout_s, cache=cache, standby=standby,
                            confirm=confirm, confirm_steps=confirm_steps,
                            devices=as_devices(devices), search=as_search(search),
@@ -132,8 +163,11 @@ def outcome(prepared: PreparedSweep, *, interrupted: bool = False) -> SweepOutco
 def run_prepared(prepared: PreparedSweep, on_event: EventCallback | None = None,
                  on_trial: Callable[[Step, TrialResult], None] | None = None) -> SweepOutcome:
     """Run the search to its end; every trial is appended to the run's file as it ends."""
-    _run_sweep(prepared.config, prepared.executor, prepared.run_dir, prepared.state, on_event,
-               on_trial)
+    try:
+        _run_sweep(prepared.config, prepared.executor, prepared.run_dir, prepared.state,
+                   on_event, on_trial)
+    finally:
+        prepared.release()
     return outcome(prepared)
 
 
@@ -179,13 +213,13 @@ def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None 
                   gpu_mem: Size = None, timeout_s: float | None = None,
                   cache: bool = True, devices: int | None = None) -> TrialRequest:
     """A validated trial request: every input checked before anything starts."""
-    budget_bytes = as_bytes(gpu_mem)
-    if timeout_s is not None and not (timeout_s > 0 and math.isfinite(timeout_s)):
-        raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    budget_bytes = as_cap(gpu_mem)
+    check_timeout(timeout_s)
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     n = prof.num_envs if num_envs is None else num_envs
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise UserError(f"--num-envs must be a positive integer, got {num_envs}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_NUM_ENVS:
+        raise UserError(f"--num-envs must be an integer from 1 to {MAX_NUM_ENVS}, got "
+                        f"{num_envs}")
     return TrialRequest(prof, n, budget_bytes=budget_bytes, timeout_s=timeout_s,
                         compile_cache_dir=str(default_cache_dir() / "jax") if cache else None,
                         device_count=as_devices(devices) or 1)
@@ -218,6 +252,9 @@ def recommend(results: list[TrialResult] | tuple[TrialResult, ...], *, gpu_mem: 
     return choose(results, as_bytes(gpu_mem), 0.0 if fraction is None else fraction,
                   as_objective(objective) or Objective.THROUGHPUT)
 
+
+MAX_NUM_TIMESTEPS = 10**15
+_HYDRA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 # ppo.train kwargs a profile keeps at its top level; emitted files write them under ppo:
 TOP_LEVEL_PPO_KEYS = ("episode_length", "action_repeat")
@@ -277,14 +314,13 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
            on_event: EventCallback | None = None, nvml: Nvml | None = None) -> TrialResult:
     """Train a config file's settings ``steps`` training steps, evaluation as configured,
     under the budget x (1 - headroom) cap the sweep uses; the record says if it fit."""
-    budget_bytes = as_bytes(gpu_mem)
+    budget_bytes = as_cap(gpu_mem)
     if budget_bytes is None:
         raise UserError("verify needs --gpu-mem: the budget to verify the config against")
     fraction = as_fraction(headroom) or 0.0
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 1_000_000:
         raise UserError(f"--steps must be an integer from 1 to 1000000, got {steps!r}")
-    if timeout_s is not None and not (timeout_s > 0 and math.isfinite(timeout_s)):
-        raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    check_timeout(timeout_s)
     prof, _ = verification_profile(config_path, profile)
     limit = headroom_limit_bytes(budget_bytes, fraction)
     request = TrialRequest(prof, prof.num_envs, budget_bytes=budget_bytes, cap_bytes=limit,
@@ -338,8 +374,13 @@ def emit_config(run_dirs: str | Path | Sequence[str | Path], *,
         budgets = [as_bytes(gpu_mem)]
     else:
         budgets = list(dict.fromkeys(as_bytes(b) for b in gpu_mem))
-    if num_timesteps is not None and (isinstance(num_timesteps, bool) or num_timesteps < 1):
-        raise UserError(f"--num-timesteps must be a positive integer, got {num_timesteps}")
+    if num_timesteps is not None and (isinstance(num_timesteps, bool)
+                                      or not 1 <= num_timesteps <= MAX_NUM_TIMESTEPS):
+        raise UserError(f"--num-timesteps must be an integer from 1 to {MAX_NUM_TIMESTEPS}, "
+                        f"got {num_timesteps}")
+    if hydra_prefix and not _HYDRA_KEY.fullmatch(hydra_prefix):
+        raise UserError(f"--hydra-prefix {hydra_prefix!r} is not a dotted config key such as "
+                        f"ppo or agent.ppo (letters, digits and _, parts joined by dots)")
     try:
         fmt_ = ConfigFormat(format)
     except ValueError:

@@ -11,12 +11,15 @@ import math
 import re
 
 from vramtune.errors import UserError
+from vramtune.schema import MAX_BYTES as MAX_SIZE_BYTES  # 1 EiB: more than any machine holds
 
 _DECIMAL = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6,
             "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12}
 _BINARY = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
            "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
-_SIZE_RE = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*(?P<unit>[a-zA-Z]*)\s*$")
+_SIZE_RE = re.compile(
+    r"^\s*(?P<num>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*(?P<unit>[a-zA-Z]*)\s*$")
+
 
 SIZE_HELP = ("sizes: 8GB / 8G = 8e9 bytes (decimal), 7.5GiB / 8000MiB = binary (2**30, 2**20), "
              "a bare number is bytes")
@@ -44,6 +47,9 @@ def parse_size(text: str | int | float, *, what: str = "size") -> int:
     nbytes = value * unit_bytes
     if not math.isfinite(nbytes) or nbytes < 1:
         raise UserError(f"invalid {what} {text!r}: must be a positive amount of memory")
+    if nbytes > MAX_SIZE_BYTES:
+        raise UserError(f"invalid {what} {text!r}: more than any machine's memory (at most "
+                        f"1 EiB = {MAX_SIZE_BYTES} bytes)")
     return int(nbytes)
 
 
@@ -93,7 +99,7 @@ def budget_label(budget_bytes: int | None) -> str:
                        ("GiB", 2**30), ("MiB", 2**20)):
         value = budget_bytes / size
         if value >= 1 and round(value * 100) == value * 100:
-            return f"{value:g}{unit}"
+            return f"{value:.2f}".rstrip("0").rstrip(".") + unit  # never 1e+06: parse_size reads it
     return f"{budget_bytes}B"
 
 

@@ -70,8 +70,12 @@ def test_larger_network_is_caught_as_a_memory_regression(baseline, tmp_path):
     wide = tmp_path / "wide.yaml"
     wide.write_text(yaml.safe_dump(data))
     summary = tmp_path / "summary.md"
+    refused = run_cli("bench", "--profile", str(wide), "--sizes", "64", "--baseline",
+                      str(baseline), timeout=60)
+    assert refused.returncode == 2 and "--force" in refused.stderr  # another workload
+    assert "[1/" not in refused.stderr and "Traceback" not in refused.stderr
     proc = run_cli("bench", "--profile", str(wide), "--sizes", "64", "--repeat", "2",
-                   "--baseline", str(baseline), *GATE, "--json",
+                   "--baseline", str(baseline), *GATE, "--json", "--force",
                    env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)

@@ -254,3 +254,34 @@ def test_ant_mjx_trial_at_64_envs():
     assert (result.batch_size, result.num_minibatches) == (2048, 1)  # hold-minibatch at 64
     print(f"\nant (mjx) x64: compile {result.compile_s:.1f} s, {result.steps_per_s:,.0f} "
           f"steps/s, peak RSS {result.host_peak_rss_bytes / 2**20:.0f} MiB")
+
+
+def test_an_error_inside_jax_is_summarised_by_the_users_exception():
+    """JAX re-raises an error from inside a traced function with a note about its filtered
+    frames: the record's last line is the user's exception, not that note."""
+    result, _ = _trial(_factory("tests.workloads_fixture:make_env_failing_in_jit"))
+    assert result.status is Status.ERROR, result.error_message
+    assert result.error_type == "builtins.AttributeError"
+    lines = (result.error_message or "").strip().splitlines()
+    assert lines[-1] == "AttributeError: 'int' object has no attribute 'reset'"
+    assert "JAX has removed" not in (result.error_message or "")
+    assert result.error_where and "workloads_fixture.py" in result.error_where
+
+
+def test_a_factory_is_imported_from_the_profile_folder_not_the_cwd(tmp_path):
+    """`my_envs_<id>:make` next to the profile file is found; the cwd is never searched."""
+    module = f"vramtune_test_envs_{tmp_path.name.replace('-', '_')}"
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / f"{module}.py").write_text(
+        "def make():\n    from brax import envs\n"
+        "    return envs.get_environment('fast', backend='generalized')\n")
+    data = _quick(name="mine", env=f"{module}:make", backend=None)
+    data["measure"] = {**data.get("measure", {}), **SHORT}
+    path = folder / "mine.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = run_trial(TrialRequest(load_profile(path), 128))
+    assert result.status is Status.OK, result.error_message
+    # The same profile as a dict has no folder: the module is not importable from anywhere.
+    missing, _ = _trial(data)
+    assert missing.status is Status.ERROR and "No module named" in (missing.error_message or "")

@@ -18,6 +18,7 @@ from vramtune.cli import (
     trial_cmd,
     verify_cmd,
 )
+from vramtune.cli.common import Terminated
 from vramtune.errors import UserError
 
 app = typer.Typer(
@@ -74,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vramtune: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("vramtune: terminated", file=sys.stderr)
+        return 143
     return code if isinstance(code, int) else 0
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
-from vramtune import fmt, machine
-from vramtune.cli.common import err_console, print_json
+from vramtune import fmt, machine, paths
+from vramtune.cli.common import err_console, print_json, signals_as_exceptions
 from vramtune.errors import UserError
 from vramtune.measure.cap import plan_cap
 from vramtune.measure.nvml import Nvml
@@ -25,10 +26,14 @@ from vramtune.results.baseline import (
     save_baseline,
     snapshot_from_results,
 )
+from vramtune.schema import MAX_NUM_ENVS
 from vramtune.tune.gate import Thresholds, compare_snapshots
 from vramtune.units import format_bytes, parse_percent
 from vramtune.views.gate_table import bench_markdown
-from vramtune.workload.profile import load_profile
+from vramtune.workload.profile import MAX_TIMEOUT_S, load_profile
+
+MAX_SIZES = 64
+MAX_REPEAT = 1000
 
 
 def parse_num_envs_list(text: str) -> list[int]:
@@ -42,12 +47,15 @@ def parse_num_envs_list(text: str) -> list[int]:
         except ValueError:
             raise UserError(f"invalid --sizes {text!r}: {part!r} is not a whole number; "
                             f"expected e.g. 64,256") from None
-        if value < 1:
-            raise UserError(f"invalid --sizes {text!r}: num_envs must be positive, got {value}")
+        if not 1 <= value <= MAX_NUM_ENVS:
+            raise UserError(f"invalid --sizes {text!r}: num_envs must be positive and at most "
+                            f"{MAX_NUM_ENVS}, got {value}")
         if value not in sizes:
             sizes.append(value)
     if not sizes:
         raise UserError(f"invalid --sizes {text!r}: expected num_envs such as 64,256")
+    if len(sizes) > MAX_SIZES:
+        raise UserError(f"invalid --sizes: {len(sizes)} sizes; at most {MAX_SIZES}")
     return sizes
 
 
@@ -86,7 +94,8 @@ def _append_step_summary(markdown: str) -> None:
         with open(target, "a", encoding="utf-8") as handle:
             handle.write(markdown + "\n")
     except OSError as exc:
-        err_console.print(f"[yellow]warning:[/] cannot append to $GITHUB_STEP_SUMMARY ({exc})")
+        err_console.print(f"[yellow]warning:[/] cannot append to $GITHUB_STEP_SUMMARY "
+                          f"({escape(str(exc))})")
 
 
 def bench_command(
@@ -119,36 +128,48 @@ def bench_command(
     thresholds = Thresholds(parse_percent(max_mem_increase, what="--max-mem-increase"),
                                   parse_percent(max_speed_drop, what="--max-speed-drop"))
     num_envs = parse_num_envs_list(sizes)
-    if repeat < 1:
-        raise UserError(f"--repeat must be at least 1, got {repeat}")
-    if timeout is not None and timeout <= 0:
-        raise UserError(f"--timeout must be positive, got {timeout:g}")
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise UserError(f"--repeat must be from 1 to {MAX_REPEAT}, got {repeat}")
+    if timeout is not None and not (0 < timeout <= MAX_TIMEOUT_S):  # refuses nan and inf
+        raise UserError(f"--timeout must be a number of seconds above 0 and at most "
+                        f"{MAX_TIMEOUT_S}, got {timeout:g}")
     prof = load_profile(profile)
     for n in num_envs:
         invalid = invalid_result(TrialRequest(prof, n))
         if invalid is not None:
             raise UserError(f"--sizes: {invalid.error_message}")
     old: Snapshot | None = None
-    if baseline.exists() or not save:
+    if paths.exists(baseline) or not save:
         old = load_baseline(baseline)
+    if save:  # before the trials: minutes of measurement must not end on a bad path
+        paths.check_writable_file(baseline, "--baseline")
     nvml = Nvml()
     here = local_key(nvml)
     if old is not None and not old.machine.matches(here) and not force:
         _refuse_other_machine(baseline, old, here, save)
+    if old is not None and old.profile_hash != prof.hash and not force:
+        action = "overwrite it" if save else "compare anyway"
+        raise UserError(f"baseline {baseline} measured profile {old.profile_name} "
+                        f"({old.profile_hash}), not {prof.name} ({prof.hash}): a different "
+                        f"workload is not a regression test (use its profile, or --force to "
+                        f"{action})")
 
     # Interleaved: 64, 256, 64, 256 ... so a burst of load elsewhere hits every size alike.
     # Compiled cold (no persistent cache): a warm cache lowers CPU peak RSS by ~20%, and CI
     # runners start cold, so a cached baseline would read as a regression there.
     plan = [(r + 1, n) for r in range(repeat) for n in num_envs]
     results: list[TrialResult] = []
-    for i, (rep, n) in enumerate(plan, start=1):
-        if not json_out and err_console.is_terminal:  # a CI log gets one line per trial
-            err_console.print(f"[dim][{i}/{len(plan)}] num_envs={n} repeat {rep}/{repeat}…[/dim]")
-        result = run_trial(TrialRequest(prof, n, timeout_s=timeout, compile_cache_dir=None),
-                           nvml=nvml)
-        results.append(result)
-        if not json_out:
-            err_console.print(_progress_line(i, len(plan), rep, repeat, result))
+    with signals_as_exceptions():  # a killed CI job leaves no trial and no temp folder
+        for i, (rep, n) in enumerate(plan, start=1):
+            if not json_out and err_console.is_terminal:  # a CI log gets one line per trial
+                err_console.print(f"[dim][{i}/{len(plan)}] num_envs={n} repeat "
+                                  f"{rep}/{repeat}…[/dim]")
+            result = run_trial(TrialRequest(prof, n, timeout_s=timeout, compile_cache_dir=None),
+                               nvml=nvml)
+            results.append(result)
+            if not json_out:
+                err_console.print(_progress_line(i, len(plan), rep, repeat, result),
+                                  markup=False)
 
     key = key_from_results(results, machine.cpu_model()) or here
     if old is not None and not old.machine.matches(key) and not force:
@@ -167,16 +188,25 @@ def bench_command(
                              and old.profile_hash == candidate.profile_hash) else None
         report = compare_snapshots(comparable, candidate, thresholds)
         new, note = merge_for_save(old, candidate)
-        save_baseline(baseline, new)
-        saved = (f"saved baseline {baseline}: num_envs "
-                 f"{', '.join(str(s.num_envs) for s in new.sizes)}, {repeat} repeat(s) each now")
+        error: UserError | None = None
+        try:
+            save_baseline(baseline, new)
+        except UserError as exc:  # disk full: the measurement is still shown, then exit 2
+            error = exc
         if json_out:
-            print_json({**report.to_dict(), "saved": str(baseline), "save_note": note})
+            print_json({**report.to_dict(), "saved": None if error else str(baseline),
+                        "save_note": note, "save_error": str(error) if error else None})
         else:
             sys.stdout.write(bench_markdown(report, title="vramtune bench --save"))
+            sys.stdout.flush()
             if note:
-                err_console.print(f"note: {note}")
-            err_console.print(saved)
+                err_console.print(f"note: {note}", markup=False)
+            if error is None:
+                err_console.print(f"saved baseline {baseline}: num_envs "
+                                  f"{', '.join(str(s.num_envs) for s in new.sizes)}, {repeat} "
+                                  f"repeat(s) each now", markup=False)
+        if error is not None:
+            raise error
         raise typer.Exit(0)
 
     assert old is not None

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from vramtune import api
+from vramtune import api, paths
 from vramtune.cli.common import console, err_console
 from vramtune.errors import UserError
 from vramtune.results.store import RESULTS_FILE, load_run
@@ -15,6 +15,7 @@ from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
 from vramtune.tune.recommend import Objective
 from vramtune.units import SIZE_HELP, budget_label
 from vramtune.views.configs import ConfigFormat, hydra_overrides, markdown_table, output_name
+from vramtune.workload.profile import safe_name
 
 RUNS_DIR = Path("vramtune-runs")
 
@@ -29,11 +30,7 @@ def newest_run(base: Path = RUNS_DIR) -> Path:
 
 
 def _write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+    paths.write_text(path, text, "config")
 
 
 def _say(text: str) -> None:
@@ -52,16 +49,21 @@ def _targets(source: Measurements, emissions: list[Emission], fmt_: ConfigFormat
     if len(emissions) == 1:
         if output is None:
             return [None], None
-        return [output / names[0] if output.is_dir() else output], None
+        if paths.is_dir(output):
+            return [paths.within(output, names[0])], None
+        return [paths.check_writable_file(output, "-o")], None
     if output is not None and output.suffix in (".yaml", ".yml"):
+        paths.check_writable_file(output, "-o")
         files = [output.with_name(f"{output.stem}-{budget_label(e.budget_bytes)}{output.suffix}")
                  for e in emissions]
         return list(files), output.with_suffix(".md")
     folder = output if output is not None else source.directories[0] / "configs"
-    if folder.exists() and not folder.is_dir():
+    if paths.exists(folder) and not paths.is_dir(folder):
         raise UserError(f"-o {folder}: several budgets write several files, so -o must be a "
                         f"directory or a NAME.yaml pattern")
-    return [folder / n for n in names], folder / f"{source.profile.name}-table.md"
+    paths.check_writable_dir(folder, "-o" if output is not None else "the configs folder")
+    return ([paths.within(folder, n) for n in names],
+            paths.within(folder, f"{safe_name(source.profile.name)}-table.md"))
 
 
 def emit_config(

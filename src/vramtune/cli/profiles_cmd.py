@@ -6,11 +6,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
-from vramtune import machine
+from vramtune import machine, paths
 from vramtune.cli.common import console, err_console, print_json
 from vramtune.errors import UserError
-from vramtune.workload.profile import Profile, builtin_profiles, load_profile, profile_from_dict
+from vramtune.workload.profile import (
+    NAME_PATTERN,
+    NAME_RULE,
+    Profile,
+    builtin_profiles,
+    load_profile,
+    profile_from_dict,
+)
 from vramtune.workload.sources import BRAX_BACKENDS, parse_source
 from vramtune.workload.starter import render_profile_yaml, starter_profile
 
@@ -60,27 +68,28 @@ def init_profile(
         raise UserError("--backend applies to brax: sources only")
     if backend is not None and backend not in BRAX_BACKENDS:
         raise UserError(f"--backend {backend!r} is not one of {', '.join(BRAX_BACKENDS)}")
-    if output.exists() and not force:
-        raise UserError(f"{output} exists; pass --force to overwrite it")
-    if output.is_dir():
+    if name is not None and not NAME_PATTERN.fullmatch(name):
+        raise UserError(f"--name {name!r}: a profile name is {NAME_RULE}")
+    if paths.is_dir(output):
         raise UserError(f"{output} is a directory")
-    if not output.parent.is_dir():
+    if paths.exists(output) and not force:
+        raise UserError(f"{output} exists; pass --force to overwrite it")
+    if not paths.is_dir(output.parent):
         raise UserError(f"cannot write {output}: folder {output.parent} does not exist")
+    paths.check_writable_file(output, "-o")
     if err_console.is_terminal:  # keep piped stderr to the one line an error needs
-        err_console.print(f"[dim]reading the canonical config of {env}…[/dim]")
-    data, origin = starter_profile(env, backend)
+        err_console.print(f"[dim]reading the canonical config of {escape(env)}…[/dim]")
+    data, origin = starter_profile(env, backend, import_path=str(output.resolve().parent))
     if name:
         data["name"] = name
     profile_from_dict(data, source=str(output))  # never write a file that would not load
     packages = ("playground", "brax") if source.kind == "playground" else ("brax",)
     used = {k: v for k, v in machine.versions().items() if k in packages}
     text = render_profile_yaml(data, origin, used)
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise UserError(f"cannot write {output}: {exc.strerror or exc}") from None
+    paths.write_text(output, text, "profile")
     profile = load_profile(output)
     console.print(f"wrote {output}: profile {profile.name!r} ({profile.env}, num_envs "
                   f"{profile.num_envs}, batch {profile.batch_size} x {profile.num_minibatches}, "
-                  f"unroll {profile.unroll_length})")
-    console.print(f"try it: vramtune trial --profile {output} --num-envs {profile.first_size}")
+                  f"unroll {profile.unroll_length})", markup=False)
+    console.print(f"try it: vramtune trial --profile {output} --num-envs {profile.first_size}",
+                  markup=False)

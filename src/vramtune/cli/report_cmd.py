@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from vramtune import paths
 from vramtune.cli.common import console, err_console
 from vramtune.cli.tables import compare_rich, sweep_rich
 from vramtune.results.store import Run, load_run
@@ -57,17 +58,14 @@ def report(
 ) -> None:
     """The comparison table of any saved sweep, re-choosing with its budget and headroom."""
     headroom_fraction = None if headroom is None else parse_percent(headroom, what="--headroom")
+    if plot is not None:  # before the work, so a bad path never costs the table
+        paths.check_writable_file(plot, "--plot")
     run = _load(run_dir)
     h = run.header
     headroom_fraction = h.headroom_fraction if headroom_fraction is None else headroom_fraction
     objective = objective or _default_objective(run)
     rec = choose(run.results, h.budget_bytes, headroom_fraction, objective)
     table = sweep_table(run.results, rec, h.budget_bytes)
-    if plot is not None:
-        from vramtune.views.plot import plot_run
-
-        written = plot_run(run, rec, plot, budget_bytes=h.budget_bytes,
-                           headroom_fraction=headroom_fraction)
     if format is TableFormat.CSV:
         sys.stdout.write(table.to_csv())
     elif format is TableFormat.JSON:
@@ -88,8 +86,12 @@ def report(
             console.print(f"[dim]{escape(SHARED_FOOTNOTE)}[/dim]")
         colour = "green" if rec.chosen else "red"
         console.print(f"[bold {colour}]{escape(cmp.recommendation_line(rec, h.budget_bytes))}[/]")
-    if plot is not None:
-        err_console.print(f"plot written to {written}")
+    if plot is not None:  # after the table: a write error (disk full) leaves it printed
+        from vramtune.views.plot import plot_run
+
+        written = plot_run(run, rec, plot, budget_bytes=h.budget_bytes,
+                           headroom_fraction=headroom_fraction)
+        err_console.print(f"plot written to {written}", markup=False)
 
 
 def compare(

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -15,7 +13,15 @@ from rich.markup import escape
 from rich.text import Text
 
 from vramtune import api, fmt
-from vramtune.cli.common import BUDGET_HELP, DEVICES_HELP, console, err_console, print_json
+from vramtune.cli.common import (
+    BUDGET_HELP,
+    DEVICES_HELP,
+    Terminated,
+    console,
+    err_console,
+    print_json,
+    signals_as_exceptions,
+)
 from vramtune.cli.tables import sweep_rich
 from vramtune.errors import UserError
 from vramtune.measure.wire import Event, Phase, Sample, TrialStarted
@@ -26,14 +32,6 @@ from vramtune.tune.sweep import PreparedSweep, summary
 from vramtune.units import budget_label, format_bytes
 from vramtune.views.runs import chosen_summary
 from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised like Ctrl-C so the trial in flight is killed and results kept."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Terminated()
 
 
 class _Progress:
@@ -105,11 +103,11 @@ class _Progress:
         purpose = "" if result.purpose is Purpose.SEARCH else f" [{result.purpose}]"
         if result.shared_run:
             purpose += " [shared run: steps/s not comparable]"
-        line = escape(f"  num_envs={result.num_envs}{purpose}: {result.status}, "
-                      f"{fmt.rate(result.steps_per_s)} steps/s, peak {format_bytes(result.peak_bytes)} "
-                      f"{result.memory_label}{capped}, {fmt.seconds(result.wall_s)}")
+        line = (f"  num_envs={result.num_envs}{purpose}: {result.status}, "
+                f"{fmt.rate(result.steps_per_s)} steps/s, peak {format_bytes(result.peak_bytes)} "
+                f"{result.memory_label}{capped}, {fmt.seconds(result.wall_s)}")
         if self.live:
-            self.live.console.print(line)
+            self.live.console.print(line, markup=False)
         else:
             print(line, flush=True)
 
@@ -186,10 +184,10 @@ def sweep(
     objective: Annotated[Objective | None, typer.Option(
         help="throughput: fastest (default); knee: smallest within 5% of the fastest; "
              "max-envs: most envs.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Run directory (default: "
-                                                  "./vramtune-runs/<timestamp>-<profile>).")] = None,
-    resume: Annotated[Path | None, typer.Option(help="Continue the sweep in this run directory; "
-                                                     "measured trials are not run again.")] = None,
+    out: Annotated[str | None, typer.Option(help="Run directory (default: "
+                                                 "./vramtune-runs/<timestamp>-<profile>).")] = None,
+    resume: Annotated[str | None, typer.Option(help="Continue the sweep in this run directory; "
+                                                    "measured trials are not run again.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Per-trial time limit in seconds.")] = None,
     cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
     standby: Annotated[bool, typer.Option(help="Start (and import) the next trial's process "
@@ -226,10 +224,9 @@ def sweep(
         err_console.print(f"[yellow]warning:[/] {escape(warning)}")
     state = prepared.state
     progress = _Progress(prepared.planned(), json_out)
-    previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     code: int
     try:
-        with progress:
+        with signals_as_exceptions(), progress:
             api.run_prepared(prepared, progress.event,
                              lambda step, result: progress.trial_done(result))
         code = _print_outcome(prepared, json_out, interrupted=False)
@@ -237,8 +234,10 @@ def sweep(
         _print_outcome(prepared, json_out, interrupted=True)
         how, code = ("terminated", 143) if isinstance(stop, Terminated) else ("interrupted", 130)
         err_console.print(f"vramtune: {how}; measured trials are saved")
-    finally:
-        signal.signal(signal.SIGTERM, previous_handler)
+    except UserError:
+        # A write failed after trials ran (disk full): the table first, then the one line.
+        _print_outcome(prepared, json_out, interrupted=True)
+        raise
     if state.results and any(r.status is Status.ERROR for r in state.results) and not json_out:
         errors = [r for r in state.results if r.status is Status.ERROR]
         last = (errors[0].error_message or "").strip().splitlines()[-1:] or [""]

@@ -23,7 +23,7 @@ def rich_table(table: Table, *, title: str | None = None, style: CellStyle | Non
     in (VRAM columns on CPU, % budget without a budget). Cells carry measured text (error
     types, reasons, paths): it is escaped, never parsed as markup."""
     shown = table.without_empty_optional() if compact else table
-    out = RichTable(title=title, show_lines=False, header_style="bold")
+    out = RichTable(title=escape(title) if title else None, show_lines=False, header_style="bold")
     for column in shown.columns:
         out.add_column(escape(column.title), justify=column.align, no_wrap=not column.wrap)
     keys = [c.key for c in shown.columns]

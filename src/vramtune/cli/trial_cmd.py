@@ -10,7 +10,15 @@ from rich.panel import Panel
 from rich.table import Table
 
 from vramtune import api
-from vramtune.cli.common import BUDGET_HELP, DEVICES_HELP, console, err_console, print_json
+from vramtune.cli.common import (
+    BUDGET_HELP,
+    DEVICES_HELP,
+    Terminated,
+    console,
+    err_console,
+    print_json,
+    signals_as_exceptions,
+)
 from vramtune.fmt import trial_fields
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.wire import Event, Phase
@@ -51,7 +59,13 @@ def trial(
         if not json_out and isinstance(event, Phase):
             err_console.print(f"[dim]  {escape(event.phase)}…[/dim]")
 
-    result = api.run_request(request, on_event=show, nvml=nvml)
+    try:
+        with signals_as_exceptions():
+            result = api.run_request(request, on_event=show, nvml=nvml)
+    except (KeyboardInterrupt, Terminated) as stop:
+        how = "terminated" if isinstance(stop, Terminated) else "interrupted"
+        err_console.print(f"vramtune: {how}; the trial was stopped")
+        raise typer.Exit(143 if isinstance(stop, Terminated) else 130) from None
     if json_out:
         print_json(result.to_dict())
     else:

@@ -9,7 +9,15 @@ import typer
 from rich.markup import escape
 
 from vramtune import api
-from vramtune.cli.common import BUDGET_HELP, DEVICES_HELP, console, err_console, print_json
+from vramtune.cli.common import (
+    BUDGET_HELP,
+    DEVICES_HELP,
+    Terminated,
+    console,
+    err_console,
+    print_json,
+    signals_as_exceptions,
+)
 from vramtune.cli.trial_cmd import render_trial
 from vramtune.measure.wire import Event, Phase
 from vramtune.records import Status
@@ -39,9 +47,15 @@ def verify(
         if not json_out and isinstance(event, Phase):
             err_console.print(f"[dim]  {escape(event.phase)}…[/dim]")
 
-    result = api.verify(config, gpu_mem=gpu_mem, profile=profile, headroom=headroom,
-                        steps=steps, timeout_s=timeout, cache=cache, devices=devices,
-                        on_event=show)
+    try:
+        with signals_as_exceptions():
+            result = api.verify(config, gpu_mem=gpu_mem, profile=profile, headroom=headroom,
+                                steps=steps, timeout_s=timeout, cache=cache,
+                                devices=devices, on_event=show)
+    except (KeyboardInterrupt, Terminated) as stop:
+        how = "terminated" if isinstance(stop, Terminated) else "interrupted"
+        err_console.print(f"vramtune: {how}; the run was stopped")
+        raise typer.Exit(143 if isinstance(stop, Terminated) else 130) from None
     if json_out:
         print_json(result.to_dict())
     else:

@@ -25,6 +25,9 @@ from vramtune.units import format_bytes
 DEFAULT_GPU_FRACTION = 0.95  # not JAX's 0.75: a probe without a cap would stop at 75% of the card
 CAP_TOLERANCE = 0.01  # a limit in force this far from the intended one: not the cap we meant
 FRACTION_VARS = machine.FRACTION_VARS
+# Under RLIMIT_DATA below this, Python dies before it can import JAX (OpenBLAS, threads): the
+# trial would end as a crash, not an out-of-memory. 100 MB already ends as a clean OOM.
+MIN_CPU_CAP_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,10 @@ def cpu_cap(budget_bytes: int | None, devices: int = 1) -> Cap:
            "JAX_NUM_CPU_DEVICES": str(devices)}
     if budget_bytes is None:
         return Cap(env, None, None, unset=FRACTION_VARS, device_count=devices)
+    if budget_bytes < MIN_CPU_CAP_BYTES:
+        raise UserError(f"a cap of {budget_bytes} bytes is below {MIN_CPU_CAP_BYTES >> 20} MiB, "
+                        f"less than a Python process needs to start and import JAX; give a "
+                        f"larger --gpu-mem")
     return Cap(env, budget_bytes, f"RLIMIT_DATA={budget_bytes}", enforced_bytes=budget_bytes,
                unset=FRACTION_VARS, device_count=devices)
 

@@ -38,8 +38,8 @@ def die_with_parent(*, watch_stdin: bool = True) -> None:
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    except (OSError, AttributeError, ImportError, MemoryError):
+        pass  # under a tiny cap ctypes cannot load; stdin EOF still ends us
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(137)
     if watch_stdin:
@@ -128,6 +128,34 @@ def steady(history: list[int | None], intervals: int, tolerance: float = 0.0) ->
 
 
 _IMPORTLIB = os.path.dirname(importlib.__file__) + os.sep
+_JAX_NOTE = "JAX has removed its internal frames"
+
+
+def _reported(exc: BaseException) -> BaseException:
+    """The exception to report: the user's own, not a JAX wrapper around it. JAX re-raises
+    an error from inside a transformation as itself (plus a note), or as one of its own
+    errors caused by it; the innermost non-JAX cause says what went wrong."""
+    chain = [exc]
+    while chain[-1].__cause__ is not None and len(chain) < 20:
+        chain.append(chain[-1].__cause__)
+    for candidate in chain:
+        module = type(candidate).__module__ or ""
+        if not module.startswith(("jax", "jaxlib")):
+            return candidate
+    return exc
+
+
+def _message(exc: BaseException) -> str:
+    """``Type: message`` and the exception's notes, without JAX's note about filtered
+    frames (it would be the last line, where a summary looks for the reason)."""
+    notes = getattr(exc, "__notes__", None)
+    if not isinstance(notes, list):
+        return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    try:
+        exc.__notes__ = [n for n in notes if _JAX_NOTE not in str(n)]
+        return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    finally:
+        exc.__notes__ = notes
 
 
 def _location(exc: BaseException) -> str | None:
@@ -139,6 +167,14 @@ def _location(exc: BaseException) -> str | None:
         return None
     last = frames[-1]
     return f"{last.filename}:{last.lineno} in {last.name}"
+
+
+def _allow_imports_from(folder: str | None) -> None:
+    """Let a ``package.module:factory`` env be imported from the profile's folder. Appended,
+    after JAX and brax are imported: a file there never shadows an installed package. The
+    child runs with ``python -P``, so the current directory is not on the path at all."""
+    if folder and folder not in sys.path:
+        sys.path.append(folder)
 
 
 def _memory_stats(result: dict[str, Any]) -> None:
@@ -212,6 +248,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             data_segment.start()
         phase = "build_env"
         emit(phase="building")
+        _allow_imports_from(spec.get("import_path"))
         environment, extra = build_environment(profile, spec["num_envs"],
                                                lambda info: emit(workload=info))
         phase = "train"
@@ -302,8 +339,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                           steps_per_s_min=min(rates), steps_per_s_max=max(rates),
                           measured_intervals=len(rates))
     except BaseException as exc:  # noqa: BLE001 - the record must say what happened
-        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        lines = [line for line in text.splitlines() if "cpu_aot_loader" not in line]
+        exc = _reported(exc)
+        lines = [line for line in _message(exc).splitlines() if "cpu_aot_loader" not in line]
         result.update(status="error", error_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
                       error_message="\n".join(lines[-12:])[-3000:],
                       error_where=f"{phase}: {_location(exc)}")

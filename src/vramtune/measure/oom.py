@@ -49,6 +49,8 @@ OOM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("warp_alloc", r"Warp CUDA error 2: out of memory"),
         # host memory (CPU trials under RLIMIT_DATA, or the host side of a GPU trial)
         ("host", r"\bMemoryError\b|std::bad_alloc|Cannot allocate memory"),
+        # OpenBLAS and the dynamic loader under RLIMIT_DATA, before Python can raise MemoryError
+        ("host", r"Memory allocation still failed|failed to map segment from shared object"),
         # generic wording, last so that a specific reason wins
         ("generic", r"\bout of memory\b|\bOutOfMemory\b"),
     ))

@@ -126,7 +126,7 @@ def set_rlimit_data(limit: int | str | None) -> None:
     reports, then differs from the intended one."""
     if not limit:
         return
-    limit = int(limit)
+    limit = min(int(limit), sys.maxsize)  # no larger than the kernel takes (a C long)
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     if hard != resource.RLIM_INFINITY and limit > hard:
         resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import collections
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -111,6 +114,49 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
+TRIAL_DIR_PREFIX = "vramtune-trial-"
+_TRIAL_DIR = re.compile(re.escape(TRIAL_DIR_PREFIX) + r"(\d+)-")
+
+
+def trial_dir() -> tempfile.TemporaryDirectory[str]:
+    """The trial's temporary folder, named after this process so a later trial can remove it
+    if this process was killed (SIGKILL runs no cleanup): ``vramtune-trial-<pid>-<random>``."""
+    remove_stale_trial_dirs()
+    return tempfile.TemporaryDirectory(prefix=f"{TRIAL_DIR_PREFIX}{os.getpid()}-")
+
+
+def remove_stale_trial_dirs() -> None:
+    """Remove the trial folders of vramtune processes that no longer exist."""
+    root = tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        match = _TRIAL_DIR.match(name)
+        if match is None or int(match[1]) == os.getpid():
+            continue
+        try:
+            os.kill(int(match[1]), 0)
+            continue  # its owner still runs
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue  # another user's process, or not a PID
+        path = os.path.join(root, name)
+        try:
+            if os.stat(path).st_uid == os.getuid():
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def child_command() -> list[str]:
+    """``python -P -m vramtune.measure.child``: -P keeps the current directory off the import
+    path (a ``jax.py`` there must not run in place of JAX); PYTHONPATH still applies."""
+    return [sys.executable, "-P", "-m", "vramtune.measure.child"]
+
+
 def child_env(cap: Cap) -> dict[str, str]:
     """The trial child's environment: ours, plus the cap, minus what the cap unsets (the
     other fraction variable: jaxlib 0.9.2 refuses both)."""
@@ -133,7 +179,7 @@ class Standby:
     def __init__(self, cap: Cap) -> None:
         self.key = standby_key(cap)
         env = {**child_env(cap), "VRAMTUNE_RLIMIT_DATA": str(cap.rlimit_data_bytes or "")}
-        self.proc = subprocess.Popen([sys.executable, "-m", "vramtune.measure.child", "--standby"],
+        self.proc = subprocess.Popen([*child_command(), "--standby"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.reader = _Reader(self.proc.stdout, None)

@@ -12,8 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,13 +28,15 @@ from vramtune.measure.process import (
     _kill_group,
     _Reader,
     _Sampler,
+    child_command,
     child_env,
     standby_key,
+    trial_dir,
 )
 from vramtune.measure.wire import PROOF_FIELDS, ChildReport, Launched
 from vramtune.records import Purpose, Status, TrialResult, utc_now
 from vramtune.units import format_bytes
-from vramtune.workload.profile import Profile
+from vramtune.workload.profile import Profile, profile_folder
 from vramtune.workload.rules import nearest_valid, violations
 
 DEFAULT_SAMPLE_INTERVAL_S = 0.1
@@ -241,13 +241,14 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
     cache_dir = request.compile_cache_dir
     if cache_dir and cap.cache_tag is not None:
         cache_dir = str(Path(cache_dir) / cap.cache_tag)
-    with tempfile.TemporaryDirectory(prefix="vramtune-trial-") as tmp:
+    with trial_dir() as tmp:
         result_path = Path(tmp) / "result.json"
         spec = {"profile": profile.to_dict(), "num_envs": request.num_envs,
                 "batch_size": shape.batch_size, "num_minibatches": shape.num_minibatches,
                 "rlimit_data_bytes": cap.rlimit_data_bytes, "result_path": str(result_path),
                 "compile_cache_dir": cache_dir,
-                "training_steps": request.training_steps}
+                "training_steps": request.training_steps,
+                "import_path": profile_folder(profile)}
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(spec))
         notes = list(cap.notes)
@@ -265,7 +266,7 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
             proc.stdin.flush()
             notes.append("ran in a warm standby process: imports done before the trial began")
         else:
-            proc = subprocess.Popen([sys.executable, "-m", "vramtune.measure.child", str(spec_path)],
+            proc = subprocess.Popen([*child_command(), str(spec_path)],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, env=child_env(cap),
                                     start_new_session=True)

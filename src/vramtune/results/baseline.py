@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from vramtune.errors import UserError
-from vramtune.records import HOST_RAM, Status, TrialResult, utc_now
+from vramtune.records import HOST_RAM, VRAM, Status, TrialResult, utc_now
 from vramtune.results.files import write_atomic
+from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, is_int
 
 BASELINE_KIND = "vramtune-bench-baseline"
 BASELINE_SCHEMA = 1
+MAX_BASELINE_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -39,10 +41,6 @@ class MachineKey:
 
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "device": self.device, "device_count": self.device_count}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MachineKey:
-        return cls(str(data["backend"]), str(data["device"]), data.get("device_count"))
 
 
 def key_from_results(results: Iterable[TrialResult], cpu_model: str) -> MachineKey | None:
@@ -103,13 +101,6 @@ class SizeRecord:
                 "versions": dict(self.versions), "measured": self.measured,
                 "samples": [s.__dict__ for s in self.samples]}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SizeRecord:
-        return cls(int(data["num_envs"]), str(data.get("memory_label", HOST_RAM)),
-                   tuple(Sample(**s) for s in data["samples"]), data.get("batch_size"),
-                   data.get("num_minibatches"), dict(data.get("versions") or {}),
-                   data.get("measured"))
-
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -135,15 +126,6 @@ class Snapshot:
                 "compile_cache": self.compile_cache, "created": self.created,
                 "updated": self.updated, "sizes": [s.to_dict() for s in self.sizes],
                 "profile": self.profile}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Snapshot:
-        return cls(MachineKey.from_dict(data["machine"]), str(data["profile_name"]),
-                   str(data["profile_hash"]),
-                   tuple(sorted((SizeRecord.from_dict(s) for s in data["sizes"]),
-                                key=lambda s: s.num_envs)),
-                   dict(data.get("versions") or {}), dict(data.get("profile") or {}),
-                   bool(data.get("compile_cache", False)), data.get("created"), data.get("updated"))
 
 
 def snapshot_from_results(results: Sequence[TrialResult], machine: MachineKey, *,
@@ -189,29 +171,96 @@ def merge_for_save(old: Snapshot | None, new: Snapshot) -> tuple[Snapshot, str |
     return replace(new, sizes=sizes, created=old.created or new.created), note
 
 
+def _sample(data: Any, where: str, prefix: str) -> Sample:
+    f = Fields(data, where, prefix, what=prefix.rstrip("."))
+    f.only(("status", "peak_bytes", "steps_per_s", "compile_s", "error"))
+    return Sample(status=f.choice("status", [s.value for s in Status]),
+                  peak_bytes=f.int("peak_bytes", None, lo=0, hi=MAX_BYTES, none=True),
+                  steps_per_s=f.number("steps_per_s", None, lo=0, none=True),
+                  compile_s=f.number("compile_s", None, lo=0, none=True),
+                  error=f.text("error", None, none=True, max_len=1000))
+
+
+def _items(f: Fields, key: str, limit: int) -> list[Any]:
+    value = f.raw(key)
+    if not isinstance(value, list) or len(value) > limit:
+        f.fail(key, f"a list of at most {limit} mappings", value)
+    return value
+
+
+def _size(data: Any, where: str, prefix: str) -> SizeRecord:
+    f = Fields(data, where, prefix, what=prefix.rstrip("."))
+    samples = _items(f, "samples", 10_000)
+    versions = f.text_map("versions", {}) if data.get("versions") is not None else {}
+    return SizeRecord(
+        num_envs=f.int("num_envs", lo=1, hi=MAX_NUM_ENVS),
+        memory_label=f.choice("memory_label", (HOST_RAM, VRAM), HOST_RAM),
+        samples=tuple(_sample(s, where, f"{prefix}samples[{i}].")
+                      for i, s in enumerate(samples)),
+        batch_size=f.int("batch_size", None, lo=1, none=True),
+        num_minibatches=f.int("num_minibatches", None, lo=1, none=True),
+        versions=versions, measured=f.text("measured", None, none=True, max_len=100))
+
+
+def snapshot_from_data(data: Any, where: str) -> Snapshot:
+    """A checked baseline: every key's type and range, or one UserError naming it."""
+    if not isinstance(data, dict) or data.get("kind") != BASELINE_KIND:
+        raise UserError(f"{where} is not a vramtune bench baseline (no \"kind\": "
+                        f"\"{BASELINE_KIND}\")")
+    version = data.get("schema_version")
+    if not is_int(version) or version != BASELINE_SCHEMA:
+        raise UserError(f"{where}: baseline schema version {version!r}, this vramtune reads "
+                        f"version {BASELINE_SCHEMA} (the integer); re-create it with --save")
+    f = Fields(data, where)
+    m = f.sub("machine")
+    machine = MachineKey(m.text("backend", max_len=50), m.text("device", max_len=200),
+                         m.int("device_count", None, lo=1, hi=1 << 16, none=True))
+    sizes = [_size(s, where, f"sizes[{i}].") for i, s in enumerate(_items(f, "sizes", 1000))]
+    seen: set[int] = set()
+    for size in sizes:
+        if size.num_envs in seen:
+            raise UserError(f"{where}: num_envs {size.num_envs} appears twice in sizes")
+        seen.add(size.num_envs)
+    return Snapshot(
+        machine=machine, profile_name=f.text("profile_name", max_len=200),
+        profile_hash=f.text("profile_hash", max_len=64),
+        sizes=tuple(sorted(sizes, key=lambda s: s.num_envs)),
+        versions=f.text_map("versions", {}) if data.get("versions") is not None else {},
+        profile=dict(f.mapping("profile", {}, none_is_empty=True)),
+        compile_cache=f.flag("compile_cache", False),
+        created=f.text("created", None, none=True, max_len=100),
+        updated=f.text("updated", None, none=True, max_len=100))
+
+
 def load_baseline(path: str | Path) -> Snapshot:
     """Read a baseline file; UserError (one line) for anything that is not one."""
+    from vramtune.results.store import parse_json
+
     path = Path(path)
-    if not path.is_file():
+    try:
+        usable = path.is_file()
+    except (OSError, ValueError):
+        usable = False
+    if not usable:
         raise UserError(f"no baseline at {path}: create it with --save (on the machine CI "
                         f"compares on)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"cannot read baseline {path}: {str(exc).splitlines()[0]}") from None
-    if not isinstance(data, dict) or data.get("kind") != BASELINE_KIND:
-        raise UserError(f"{path} is not a vramtune bench baseline (no \"kind\": \"{BASELINE_KIND}\")")
-    if data.get("schema_version") != BASELINE_SCHEMA:
-        raise UserError(f"{path}: baseline schema version {data.get('schema_version')}, this "
-                        f"vramtune reads version {BASELINE_SCHEMA}; re-create it with --save")
-    try:
-        return Snapshot.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{path}: damaged baseline ({type(exc).__name__}: {exc})") from None
+        if path.stat().st_size > MAX_BASELINE_BYTES:
+            raise UserError(f"baseline {path} is over {MAX_BASELINE_BYTES} bytes")
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"baseline {path} is not UTF-8 text (offset {exc.start})") from None
+    except OSError as exc:
+        raise UserError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
+    return snapshot_from_data(parse_json(text, f"baseline {path}"), str(path))
 
 
 def save_baseline(path: str | Path, snapshot: Snapshot) -> None:
-    """Write atomically: a CI job killed mid-write must not leave half a baseline."""
+    """Write atomically: a CI job killed mid-write must not leave half a baseline. A write
+    error (disk full) is one UserError."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(snapshot.to_dict(), indent=2) + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(snapshot.to_dict(), indent=2) + "\n")
+    except OSError as exc:
+        raise UserError(f"cannot save the baseline to {path}: {exc.strerror or exc}") from None

@@ -3,10 +3,19 @@
 Every finished trial is written, flushed and fsynced at once, so Ctrl-C, a crash or a power
 cut loses at most the trial in flight. A truncated last line (the write that was cut) is
 skipped with a warning; a file from another schema version is refused, never guessed at.
+
+Reading checks both line formats here, once: a damaged header is an error naming the file
+and the key; a damaged trial line is skipped with a warning naming its line and key, never
+used (a num_envs of "abc" would otherwise surface as a traceback three modules later, or be
+recommended). A run directory is written by one process at a time: ``lock_run`` holds an
+flock on ``.lock`` in it, and a second writer is refused with the holder's PID.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
+import fcntl
 import json
 import os
 from dataclasses import dataclass, field
@@ -14,10 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from vramtune.errors import UserError
-from vramtune.records import TrialResult, utc_now
+from vramtune.records import Purpose, Status, TrialResult, utc_now
+from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, describe, is_int, kind
+from vramtune.tune.recommend import Objective
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.jsonl"
+LOCK_FILE = ".lock"
+MAX_RESULTS_BYTES = 1 << 30  # 20000 trials take 30 MB
+MAX_LINE_CHARS = 1 << 20  # one trial line is about 1.5 KB
 
 
 @dataclass(frozen=True)
@@ -41,9 +55,36 @@ class RunHeader:
         return {"kind": "header", **self.__dict__}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunHeader:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: Any, where: str = "header") -> RunHeader:
+        """A checked header: every field's type and range, the profile as a profile."""
+        from vramtune.workload.profile import profile_from_dict
+
+        f = Fields(data, where, what="the header line")
+        profile = f.mapping("profile")
+        profile_from_dict(profile, source=f"{where}: profile")
+        headroom = f.number("headroom_fraction", lo=0)
+        if headroom >= 1:
+            f.fail("headroom_fraction", "a fraction from 0 to below 1", headroom)
+        search = f.sub("search", {}, none_is_empty=True)
+        search.int("start", None, lo=1, hi=MAX_NUM_ENVS, none=True)
+        search.int("max_envs", None, lo=1, hi=MAX_NUM_ENVS, none=True)
+        search.int("refine", None, lo=0, hi=1000, none=True)
+        search.choice("objective", [o.value for o in Objective], None, none=True)
+        search.flag("confirm", None, none=True)
+        search.int("confirm_steps", None, lo=1, hi=10_000_000, none=True)
+        return cls(
+            profile_name=f.text("profile_name", max_len=200),
+            profile_hash=f.text("profile_hash", max_len=64),
+            profile=dict(profile),
+            budget_bytes=f.int("budget_bytes", lo=1, hi=MAX_BYTES, none=True),
+            headroom_fraction=headroom,
+            machine=f.scalar_map("machine"), versions=f.text_map("versions"),
+            gpu_name=f.text("gpu_name", None, none=True, max_len=200),
+            gpu_driver=f.text("gpu_driver", None, none=True, max_len=200),
+            gpu_total_bytes=f.int("gpu_total_bytes", None, lo=1, hi=MAX_BYTES, none=True),
+            cap=f.text("cap", None, none=True, max_len=200),
+            search=dict(search.data), created=f.text("created", "", max_len=100),
+            schema_version=f.int("schema_version"))
 
     @property
     def device(self) -> str:
@@ -99,58 +140,215 @@ def _write_line(path: Path, data: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
-def create_run(directory: Path, header: RunHeader) -> Path:
-    path = directory / RESULTS_FILE
+class RunLock:
+    """An exclusive flock on a run directory's lock file, held while a sweep writes it. The
+    kernel drops it when the process dies, however it dies: no stale lock to clean up."""
+
+    def __init__(self, directory: Path, fd: int) -> None:
+        self.directory = directory
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def lock_run(directory: Path) -> RunLock:
+    """Lock ``directory`` for writing, or refuse with the PID that holds it."""
+    path = directory / LOCK_FILE
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        if path.exists() and path.stat().st_size:
-            raise UserError(f"{path} already holds results: use --resume {directory} to continue it")
-        _write_line(path, header.to_dict())
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise UserError(f"cannot write results to {directory}: {exc.strerror or exc}") from None
-    return path
+        raise UserError(f"cannot lock {directory}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise UserError(f"{directory} is being written by another vramtune (PID {holder}); "
+                            f"wait for it to end or stop it, then resume") from None
+        raise UserError(f"cannot lock {directory}: {exc.strerror or exc}") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError:
+        pass  # the lock holds without the PID in it
+    return RunLock(directory, fd)
+
+
+def create_run(directory: Path, header: RunHeader) -> RunLock:
+    """Create the run directory, lock it and write the header; UserError if it cannot."""
+    path = directory / RESULTS_FILE
+
+    def refuse_existing() -> None:
+        if path.exists() and (not path.is_file() or path.stat().st_size):
+            raise UserError(f"{path} already holds results: use --resume {directory} to "
+                            f"continue it")
+
+    try:
+        refuse_existing()  # before anything is made in someone else's run
+        directory.mkdir(parents=True, exist_ok=True)
+        if not directory.is_dir():
+            raise UserError(f"cannot write results to {directory}: not a directory")
+        lock = lock_run(directory)
+        try:
+            refuse_existing()  # again, under the lock
+            _write_line(path, header.to_dict())
+        except BaseException:
+            lock.release()
+            raise
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise UserError(f"cannot write results to {directory}: {reason}") from None
+    return lock
 
 
 def append_result(directory: Path, result: TrialResult) -> None:
-    _write_line(directory / RESULTS_FILE, {"kind": "trial", **result.to_dict()})
+    """Append one trial; a write error (disk full) is one UserError, the trial kept in
+    memory by the caller."""
+    path = directory / RESULTS_FILE
+    try:
+        _write_line(path, {"kind": "trial", **result.to_dict()})
+    except OSError as exc:
+        raise UserError(f"cannot append num_envs={result.num_envs} to {path}: "
+                        f"{exc.strerror or exc}; the trials so far are in the table, and in "
+                        f"the file up to the one before") from None
+
+
+_NULLABLE_INTS = {
+    "batch_size": (1, None), "num_minibatches": (1, None), "unroll_length": (1, None),
+    "device_count": (1, None), "budget_bytes": (1, MAX_BYTES), "cap_bytes": (0, MAX_BYTES),
+    "training_steps": (0, None), "evals": (0, None), "measured_intervals": (0, None),
+    "jax_peak_bytes_in_use": (0, MAX_BYTES), "jax_peak_pool_bytes": (0, MAX_BYTES),
+    "jax_bytes_limit": (0, MAX_BYTES), "nvml_process_peak_bytes": (0, MAX_BYTES),
+    "nvml_device_used_peak_bytes": (0, MAX_BYTES), "host_peak_rss_bytes": (0, MAX_BYTES),
+    "host_tree_rss_peak_bytes": (0, MAX_BYTES), "host_peak_data_bytes": (0, MAX_BYTES),
+    "gpu_total_bytes": (1, MAX_BYTES), "exit_code": (None, None)}
+_NULLABLE_SECONDS_OR_RATES = ("compile_s", "steps_per_s", "steps_per_s_min", "steps_per_s_max",
+                              "measure_window_s", "wall_s")
+_NULLABLE_TEXTS = ("backend", "device_kind", "cap", "nvml_note", "error_type", "error_where",
+                   "gpu_name", "gpu_driver", "timestamp")
+_TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialResult)}
+
+
+def trial_from_dict(data: Any, where: str) -> TrialResult:
+    """A checked trial line: every field's type and range; UserError names the key."""
+    f = Fields(data, where, what="a trial line")
+    f.choice("status", [s.value for s in Status])
+    f.text("profile", max_len=200)
+    f.text("profile_hash", max_len=64)
+    f.int("num_envs", lo=1, hi=MAX_NUM_ENVS)
+    f.choice("purpose", [p.value for p in Purpose], None, none=True)
+    for key, (lo, hi) in _NULLABLE_INTS.items():
+        f.int(key, None, lo=lo, hi=hi, none=True)
+    for key in _NULLABLE_SECONDS_OR_RATES:
+        f.number(key, None, lo=0, none=True)
+    for key in _NULLABLE_TEXTS:
+        f.text(key, None, none=True, max_len=1000)
+    f.text("error_message", None, none=True, max_len=100_000)
+    f.flag("memory_steady", None, none=True)
+    if data.get("versions") is not None:
+        f.text_map("versions")
+    if data.get("notes") is not None:
+        f.text_list("notes", max_len=10_000)
+    return TrialResult.from_dict({k: v for k, v in data.items() if k in _TRIAL_FIELDS})
+
+
+def parse_json(text: str, where: str) -> Any:
+    """One JSON value; UserError (not a RecursionError) for any text that is not one.
+    NaN and Infinity parse, and the schema refuses them where a finite number is due."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise UserError(f"{where}: JSON nested too deeply") from None
+
+
+def run_directory(path: str | Path) -> Path:
+    """The run directory a --resume argument names (the folder, or its results.jsonl)."""
+    path = Path(path)
+    return path.parent if path.name == RESULTS_FILE and not path.is_dir() else path
+
+
+def results_path(directory: str | Path) -> Path:
+    """The results file of a run directory (or the file itself); UserError if there is none."""
+    path = Path(directory)
+    try:
+        if path.is_dir():
+            path = path / RESULTS_FILE
+        usable = path.is_file()
+    except (OSError, ValueError):
+        usable = False
+    if not str(directory).strip():
+        raise UserError("the run directory is empty: name a sweep's run directory")
+    if not usable:
+        raise UserError(f"no results at {directory}: expected a run directory holding "
+                        f"{RESULTS_FILE}")
+    return path
 
 
 def load_run(directory: str | Path) -> Run:
     """Read a run directory (or its results.jsonl); UserError if it cannot be used."""
-    path = Path(directory)
-    if path.is_dir():
-        path = path / RESULTS_FILE
-    if not path.is_file():
-        raise UserError(f"no results at {directory}: expected a run directory holding {RESULTS_FILE}")
+    path = results_path(directory)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read {path}: {exc}") from None
+        size = path.stat().st_size
+        if size > MAX_RESULTS_BYTES:
+            raise UserError(f"{path} is {size} bytes; a results file is at most "
+                            f"{MAX_RESULTS_BYTES}")
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path} is not UTF-8 text (offset {exc.start}); not a vramtune "
+                        f"results file") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
     warnings: list[str] = []
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if number == len(lines):
-                warnings.append(f"{path}:{number}: truncated last line skipped (a write was cut off)")
-                continue
-            raise UserError(f"{path}:{number}: not valid JSON; the file is damaged") from None
-    if not records or records[0].get("kind") != "header":
+    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
+    if not numbered:
+        raise UserError(f"{path}: empty; not a vramtune results file")
+    number, first = numbered[0]
+    where = f"{path}:{number}"
+    if len(first) > MAX_LINE_CHARS:
+        raise UserError(f"{where}: a header line of {len(first)} characters; not a vramtune "
+                        f"results file")
+    head = parse_json(first, where)
+    if not isinstance(head, dict) or head.get("kind") != "header":
         raise UserError(f"{path}: no header line; not a vramtune results file")
-    version = records[0].get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise UserError(f"{path}: results schema version {version}, this vramtune reads version "
-                        f"{SCHEMA_VERSION}; re-run the sweep or use a matching vramtune")
-    header = RunHeader.from_dict(records[0])
+    version = head.get("schema_version")
+    if not is_int(version) or version != SCHEMA_VERSION:
+        raise UserError(f"{where}: results schema version {version!r}, this vramtune reads "
+                        f"version {SCHEMA_VERSION} (the integer); re-run the sweep or use a "
+                        f"matching vramtune")
+    header = RunHeader.from_dict(head, f"{where} (header)")
     results = []
-    for data in records[1:]:
-        if data.get("kind") != "trial":
+    last = numbered[-1][0]
+    for number, line in numbered[1:]:
+        where = f"{path}:{number}"
+        if len(line) > MAX_LINE_CHARS:
+            warnings.append(f"{where}: a line of {len(line)} characters; skipped")
             continue
         try:
-            results.append(TrialResult.from_dict(data))
-        except (KeyError, TypeError, ValueError) as exc:
-            warnings.append(f"{path}: a trial line could not be read ({exc}); skipped")
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            if number == last:
+                warnings.append(f"{where}: truncated last line skipped (a write was cut off)")
+                continue
+            raise UserError(f"{where}: not valid JSON; the file is damaged") from None
+        except RecursionError:
+            warnings.append(f"{where}: JSON nested too deeply; skipped")
+            continue
+        if not isinstance(data, dict) or data.get("kind") != "trial":
+            what = (f"kind {describe(data.get('kind'))}" if isinstance(data, dict)
+                    else kind(data))
+            warnings.append(f"{where}: not a trial line ({what}); skipped")
+            continue
+        try:
+            results.append(trial_from_dict(data, where))
+        except UserError as exc:
+            warnings.append(f"{exc}; line skipped")
     return Run(path.parent, header, tuple(results), tuple(warnings))

@@ -17,9 +17,10 @@ results, in any order, give the same next sizes):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import islice
 
 from vramtune.records import Status, TrialResult
 from vramtune.tune import search
@@ -61,6 +62,15 @@ class SearchSpace:
     # monotonically with num_envs (the growing policies' sizes that keep the base's unrolls
     # per step; a size that rounds up to twice the unrolls needs more than a larger one)
     candidate: Callable[[int], bool] | None = None
+    # The valid sizes in [lo, hi], ascending, computed lazily from the rules; None: every
+    # integer is tried with is_valid (fine for small spaces, a hang for a sparse huge one).
+    sizes_between: Callable[[int, int], Iterable[int]] | None = None
+
+    def valid_between(self, lo: int, hi: int) -> Iterable[int]:
+        lo = max(lo, 1)
+        if self.sizes_between is not None:
+            return self.sizes_between(lo, hi)
+        return (n for n in range(lo, hi + 1) if self.is_valid(n))
 
 
 @dataclass(frozen=True)
@@ -84,10 +94,7 @@ def failed(result: TrialResult, limit_bytes: int | None) -> bool:
 
 
 def next_valid_at_least(n: int, space: SearchSpace) -> int | None:
-    for candidate in range(max(n, 1), space.max_envs + 1):
-        if space.is_valid(candidate):
-            return candidate
-    return None
+    return next(iter(space.valid_between(n, space.max_envs)), None)
 
 
 def doubling_sizes(space: SearchSpace) -> list[int]:
@@ -148,19 +155,83 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
     if space.refine is not None and len(refined) >= space.refine:
         return Step(Phase.DONE, None, f"boundary between {lo} (fits) and {hi} (fails) after "
                                       f"{len(refined)} refinement trial(s)")
-    candidates = [n for n in range(lo + 1, hi) if space.is_valid(n) and n not in by_size]
-    if not candidates:
+    size = _refinement_size(lo, hi, space, by_size)
+    if size is None:
         return Step(Phase.DONE, None, f"boundary found: {lo} fits, {hi} fails, and no valid size "
                                       f"lies between")
-    # The roundest valid size in the middle half (1536 between 1024 and 2048, then 1280,
-    # 1152; 3072 between 2000 and 4000), nearest the midpoint among equals. Odd sizes would make
-    # Brax's rule round num_minibatches or batch_size up to a multiple of num_envs/gcd,
-    # multiplying the rollout buffer: the boundary would then measure the batch, not num_envs.
+    return Step(Phase.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
+
+
+_LISTED = 1 << 16  # candidates listed one by one; a wider valid set is searched roundest-first
+
+
+def _refinement_size(lo: int, hi: int, space: SearchSpace, taken: Iterable[int]) -> int | None:
+    """The roundest valid size in the middle half (1536 between 1024 and 2048, then 1280,
+    1152; 3072 between 2000 and 4000), nearest the midpoint among equals. Odd sizes would make
+    Brax's rule round num_minibatches or batch_size up to a multiple of num_envs/gcd,
+    multiplying the rollout buffer: the boundary would then measure the batch, not num_envs.
+    """
+    taken = set(taken)
     midpoint = (lo + hi) / 2
     quarter = (hi - lo) / 4
-    middle = [n for n in candidates if lo + quarter <= n <= hi - quarter] or candidates
-    size = min(middle, key=lambda n: (-_roundness(n), abs(n - midpoint)))
-    return Step(Phase.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
+    candidates = list(islice((n for n in space.valid_between(lo + 1, hi - 1) if n not in taken),
+                             _LISTED + 1))
+    if len(candidates) <= _LISTED:
+        if not candidates:
+            return None
+        middle = [n for n in candidates if lo + quarter <= n <= hi - quarter] or candidates
+        return min(middle, key=lambda n: (-_roundness(n), abs(n - midpoint)))
+    # Too many valid sizes to list: the same choice, found from the roundest sizes down
+    # (odd multiples of 2**t, nearest the midpoint first), so the first valid one is it;
+    # if that probe runs out of budget, the valid sizes are streamed (never stored).
+    def key(n: int) -> tuple[int, float]:
+        return (-_roundness(n), abs(n - midpoint))
+
+    for a, b in ((math.ceil(lo + quarter), math.floor(hi - quarter)), (lo + 1, hi - 1)):
+        found, complete = _roundest_first(a, b, midpoint, space, taken)
+        if found is not None:
+            return found
+        if not complete:
+            stream = islice((n for n in space.valid_between(a, b) if n not in taken), _STREAMED)
+            best = min(stream, key=key, default=None)
+            if best is not None:
+                return best
+    return None
+
+
+_STREAMED = 1 << 22
+
+
+def _roundest_first(a: int, b: int, midpoint: float, space: SearchSpace,
+                    taken: set[int]) -> tuple[int | None, bool]:
+    """(the roundest valid size in [a, b] nearest the midpoint, whether the search was
+    complete): at most _LISTED sizes are tried."""
+    budget = 4 * _LISTED  # sizes looked at, tried or skipped
+    for t in range(max(b, 1).bit_length(), -1, -1):
+        step = 1 << t
+        for k in _outward(-(-a // step), b // step, midpoint / step):
+            budget -= 1
+            if budget < 0:
+                return None, False
+            if k % 2 == 0:
+                continue  # a multiple of 2**(t + 1): tried one level up
+            n = k * step
+            if n not in taken and space.is_valid(n):
+                return n, True
+    return None, True
+
+
+def _outward(first: int, last: int, target: float) -> Iterable[int]:
+    """The integers in [first, last], nearest ``target`` first (the smaller on a tie)."""
+    down = min(math.floor(target), last)
+    up = max(down + 1, first)
+    while down >= first or up <= last:
+        if down >= first and (up > last or target - down <= up - target):
+            yield down
+            down -= 1
+        else:
+            yield up
+            up += 1
 
 
 def _roundness(n: int) -> int:

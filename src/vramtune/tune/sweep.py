@@ -6,7 +6,6 @@ can replace local subprocesses without touching the search.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,12 +27,16 @@ from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import (
     Run,
     RunHeader,
+    RunLock,
     append_result,
     create_run,
     load_run,
+    lock_run,
     measurement_key,
+    run_directory,
     trial_key,
 )
+from vramtune.schema import MAX_NUM_ENVS
 from vramtune.tune.planner import (
     Phase,
     SearchMethod,
@@ -53,7 +56,13 @@ from vramtune.tune.recommend import (
     ties,
 )
 from vramtune.units import format_bytes, headroom_limit_bytes
-from vramtune.workload.profile import Profile, load_profile, profile_from_dict
+from vramtune.workload.profile import (
+    MAX_TIMEOUT_S,
+    Profile,
+    load_profile,
+    profile_from_dict,
+    safe_name,
+)
 
 
 @dataclass(frozen=True)
@@ -90,7 +99,8 @@ class SweepConfig:
         return SearchSpace(start=self.start, max_envs=self.max_envs, refine=refine,
                            limit_bytes=self.limit_bytes,
                            is_valid=lambda n: prof.sweepable(n, devices), method=self.search,
-                           shape_of=shape_of, candidate=keeps_base_unrolls(prof, devices))
+                           shape_of=shape_of, candidate=keeps_base_unrolls(prof, devices),
+                           sizes_between=lambda lo, hi: prof.sweepable_sizes(lo, hi, devices))
 
 
 
@@ -127,6 +137,7 @@ def reusable(previous: Run | None, header: RunHeader, config: SweepConfig) -> li
 
 
 DEFAULT_REFINE = 3
+MAX_REFINE = 1000
 DEFAULT_HEADROOM_FRACTION = 0.10
 
 
@@ -166,6 +177,12 @@ class PreparedSweep:
     executor: Executor
     nvml: Nvml
     warnings: list[str] = field(default_factory=list)
+    lock: RunLock | None = None  # held on run_dir while this sweep may write it
+
+    def release(self) -> None:
+        """Let another process write the run directory (a process exit does it too)."""
+        if self.lock is not None:
+            self.lock.release()
 
     def planned(self) -> int:
         """An estimate of the trials for the progress line: the doubling ladder plus
@@ -189,12 +206,13 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     contradicts them is an error rather than a silently different sweep.
     """
     o = options
-    if o.refine is not None and o.refine < 0:
-        raise UserError(f"--refine must be 0 or more, got {o.refine}")
+    if o.refine is not None and not 0 <= o.refine <= MAX_REFINE:
+        raise UserError(f"--refine must be from 0 to {MAX_REFINE}, got {o.refine}")
     if isinstance(o.parallel, bool) or not isinstance(o.parallel, int) or o.parallel < 1:
         raise UserError(f"--parallel must be a positive integer, got {o.parallel!r}")
-    if o.timeout_s is not None and not (o.timeout_s > 0 and math.isfinite(o.timeout_s)):
-        raise UserError(f"--timeout must be a positive number of seconds, got {o.timeout_s:g}")
+    if o.timeout_s is not None and not 0 < o.timeout_s <= MAX_TIMEOUT_S:  # refuses nan, inf
+        raise UserError(f"--timeout must be a number of seconds above 0 and at most "
+                        f"{MAX_TIMEOUT_S}, got {o.timeout_s:g}")
     if o.headroom_fraction is not None and not 0 <= o.headroom_fraction < 1:
         raise UserError(f"--headroom must be at least 0% and below 100%, got "
                         f"{o.headroom_fraction:.0%}")
@@ -203,8 +221,12 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     method = o.search
     budget_bytes, headroom, devices = o.budget_bytes, o.headroom_fraction, o.devices
     confirm, confirm_n = o.confirm, o.confirm_steps
+    lock: RunLock | None = None
     if o.resume is not None:
-        previous = load_run(o.resume)
+        directory = run_directory(o.resume)
+        load_run(directory)  # a damaged run is refused before a lock file is made in it
+        lock = lock_run(directory)  # then read again under the lock: two resumes at once
+        previous = load_run(directory)  # would run the same size twice
         header = previous.header
         if o.profile is not None and _as_profile(o.profile).hash != header.profile_hash:
             raise UserError(f"--profile {o.profile} differs from the profile {o.resume} was "
@@ -248,8 +270,9 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     objective = Objective.THROUGHPUT if objective is None else objective
     start = prof.first_size if start is None else start
     max_envs = prof.max_envs if max_envs is None else max_envs
-    if start < 1 or max_envs < 1:
-        raise UserError("--start and --max-envs must be positive integers")
+    for flag, value in (("--start", start), ("--max-envs", max_envs)):
+        if not 1 <= value <= MAX_NUM_ENVS:
+            raise UserError(f"{flag} must be an integer from 1 to {MAX_NUM_ENVS}, got {value}")
     if start > max_envs:
         raise UserError(f"--start {start} is above --max-envs {max_envs}")
     devices = 1 if devices is None else devices
@@ -287,14 +310,15 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
                             f"versions, profile or device and are not reused")
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = o.out or Path("vramtune-runs") / f"{stamp}-{prof.name}"
-        create_run(run_dir, header)
+        run_dir = o.out or Path("vramtune-runs") / f"{stamp}-{safe_name(prof.name)}"
+        lock = create_run(run_dir, header)
     executor = LocalExecutor(cap, nvml, overhead_bytes=facts.overhead_bytes,
                              runtime_total_bytes=facts.runtime_total_bytes, standby=o.standby,
                              parallel=o.parallel)
     if executor.parallel_note:
         warnings.append(executor.parallel_note)
-    return PreparedSweep(config, objective, header, run_dir, state, executor, nvml, warnings)
+    return PreparedSweep(config, objective, header, run_dir, state, executor, nvml, warnings,
+                         lock)
 
 
 CONFIRM_FACTOR = 10  # a confirming run trains 10x a trial's training steps...
@@ -456,8 +480,8 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
                 requests.append(trial_request(config, state.results, step))
             by_size = {(r.num_envs, r.purpose): s for r, s in zip(requests, steps, strict=True)}
             for result in executor.run_batch(requests, on_event):
+                state.results.append(result)  # kept even when the write below fails
                 append_result(run_dir, result)  # fsynced before anything else can go wrong
-                state.results.append(result)
                 state.trial_wall_s += result.wall_s or 0.0
                 if on_trial:
                     on_trial(by_size[(result.num_envs, result.purpose)], result)

@@ -19,7 +19,7 @@ from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
 from vramtune.tune.recommend import Objective
 from vramtune.units import both_units, budget_label, format_bytes
 from vramtune.views.tables import Column, Table
-from vramtune.workload.profile import Profile
+from vramtune.workload.profile import Profile, safe_name
 
 PREALLOCATE_VAR = "XLA_PYTHON_CLIENT_PREALLOCATE"
 
@@ -135,7 +135,10 @@ def _date(timestamp: str | None) -> str:
 
 
 def _comment(lines: Sequence[str]) -> str:
-    return "".join(f"# {line}".rstrip() + "\n" for line in lines)
+    """Comment lines; a line break inside a text (a name, an error) starts a new comment
+    line, so no text read from a file can end the comment and become YAML."""
+    return "".join(f"# {part}".rstrip() + "\n" for line in lines
+                   for part in str(line).splitlines() or [""])
 
 
 def _dump(data: dict[str, Any]) -> str:
@@ -208,8 +211,9 @@ def render(source: Measurements, emission: Emission, fmt_: ConfigFormat = Config
 
 
 def output_name(profile_name: str, budget_bytes: int | None, fmt_: ConfigFormat) -> str:
+    """A file name only (no folder part, whatever the profile is called)."""
     suffix = "" if fmt_ is ConfigFormat.BRAX else f"-{fmt_}"
-    return f"{profile_name}-{budget_label(budget_bytes)}{suffix}.yaml"
+    return f"{safe_name(profile_name)}-{budget_label(budget_bytes)}{suffix}.yaml"
 
 
 def budgets_table(source: Measurements, emissions: Sequence[Emission],

@@ -155,9 +155,13 @@ def plot_run(run: Run, rec: Recommendation, path: str | Path, *, budget_bytes: i
         ax_mem.set_title("CPU backend: host RAM (peak RSS of the trial process), not VRAM",
                          fontsize=9, color="dimgray")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    plt.close(fig)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, format="png")
+    except OSError as exc:
+        raise UserError(f"cannot write the plot to {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
     return path
 
 

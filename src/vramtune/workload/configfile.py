@@ -9,6 +9,7 @@ num_envs was found, so an ``eval: {batch_size: ...}`` elsewhere is not mistaken 
 
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from collections.abc import Iterator
@@ -16,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from vramtune import yamlio
 from vramtune.errors import UserError
+from vramtune.schema import describe
 from vramtune.workload.rules import (
     BRAX_DEFAULTS,
     BatchShape,
@@ -38,6 +39,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "unroll_length": ("unroll_length",),
 }
 
+# Settings beyond this are not a config anyone trains (and the nearest valid sizes are found
+# by factorising them: bounded values keep that a fraction of a second).
+MAX_SETTING = 1 << 40
+MAX_DEVICES = 1 << 20
+MAX_NOTES = 20  # other occurrences listed; a file with thousands gets a count
 _INTERPOLATION = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
 _EVAL = re.compile(r"(^|_)(eval|evaluation|evaluator|test|testing)(_|$)")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -148,6 +154,9 @@ def _as_int(raw: Any, name: str, where: str, root: Any, depth: int = 0) -> int:
             return _as_int(target, name, f"{where} -> {match[1]}", root, depth + 1)
     value: float | None = None
     if isinstance(raw, int) and not isinstance(raw, bool):
+        if abs(raw) > MAX_SETTING:
+            raise UserError(f"{name} at {where} is {describe(raw)}: beyond any trainable "
+                            f"setting (at most {MAX_SETTING})")
         return raw
     if isinstance(raw, float):
         value = raw
@@ -156,8 +165,11 @@ def _as_int(raw: Any, name: str, where: str, root: Any, depth: int = 0) -> int:
             value = float(raw.strip().replace("_", ""))
         except ValueError:
             value = None
-    if value is None or not value.is_integer():
-        raise UserError(f"{name} at {where} is {raw!r}, not an integer")
+    if value is None or not math.isfinite(value) or not value.is_integer():
+        raise UserError(f"{name} at {where} is {describe(raw)}, not an integer")
+    if abs(value) > MAX_SETTING:
+        raise UserError(f"{name} at {where} is {describe(raw)}: beyond any trainable setting "
+                        f"(at most {MAX_SETTING})")
     return int(value)
 
 
@@ -229,6 +241,8 @@ def parse_config(data: Any, source: str = "<config>") -> BatchConfig:
             if other != path:
                 notes.append(f"also found {_dotted(other)}={value!r}, not used ({_dotted(path)} "
                              f"is closer to {num_envs.path})")
+    if len(notes) > MAX_NOTES:
+        notes[MAX_NOTES:] = [f"... and {len(notes) - MAX_NOTES} more occurrences, not used"]
     return BatchConfig(source, num_envs, settings["batch_size"], settings["num_minibatches"],
                        settings["unroll_length"], tuple(notes))
 
@@ -240,17 +254,8 @@ def load_config(path: str | Path) -> BatchConfig:
         raise UserError(f"{file}: no such file")
     if not file.is_file():
         raise UserError(f"{file}: not a file")
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{file}: cannot read it ({exc})") from None
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
-        raise UserError(f"{file}: not valid YAML{where}: {problem}") from None
+    text = yamlio.read_text(file, what="config")
+    documents = [d for d in yamlio.loads(text, str(file), documents=True) if d is not None]
     if not documents:
         raise UserError(f"{file}: empty; no num_envs found (looked for keys {searched_keys()})")
     return parse_config(documents[0] if len(documents) == 1 else documents, str(file))
@@ -258,8 +263,9 @@ def load_config(path: str | Path) -> BatchConfig:
 
 def diagnose(config: BatchConfig, device_count: int = 1, fixes: int = 3) -> Diagnosis:
     """Every broken rule, and the nearest valid settings when there is one."""
-    if device_count < 1:
-        raise UserError(f"--device-count must be a positive integer, got {device_count}")
+    if not 1 <= device_count <= MAX_DEVICES:
+        raise UserError(f"--device-count must be an integer from 1 to {MAX_DEVICES}, got "
+                        f"{device_count}")
     shape = config.shape
     broken = violations(shape.num_envs, shape.batch_size, shape.num_minibatches, device_count)
     nearest: list[BatchShape] = []

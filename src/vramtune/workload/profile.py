@@ -9,15 +9,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from vramtune.errors import UserError
-from vramtune.workload.rules import BRAX_DEFAULTS, BatchShape, ScalingPolicy, scale_batch
+from vramtune.schema import (
+    MAX_BATCH_SIZE,
+    MAX_NUM_ENVS,
+    MAX_NUM_MINIBATCHES,
+    Fields,
+    plain_data,
+)
+from vramtune.workload.rules import (
+    BRAX_DEFAULTS,
+    BatchShape,
+    ScalingPolicy,
+    iter_valid_sizes,
+    scale_batch,
+)
 from vramtune.workload.sources import MANAGED_PPO_KEYS, check_profile_source
 
 
@@ -97,6 +110,13 @@ class Profile:
             return True
         return shape.unrolls_per_step <= 2 * max(self.base_shape.unrolls_per_step, 1)
 
+    def sweepable_sizes(self, lo: int, hi: int, device_count: int = 1) -> Iterator[int]:
+        """The sweepable sizes in [lo, hi], ascending, computed from the rules (the divisors
+        of the product under hold-env-steps): never every integer up to ``hi``."""
+        for n in iter_valid_sizes(self.scaling, self.base_shape, lo, hi, device_count):
+            if self.sweepable(n, device_count):
+                yield n
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["scaling"] = str(self.scaling)
@@ -116,58 +136,144 @@ _TOP_KEYS = {f for f in Profile.__dataclass_fields__ if f != "source"}
 _MEASURE_KEYS = set(Measure.__dataclass_fields__)
 _NETWORK_KEYS = {"policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation",
                  "policy_obs_key", "value_obs_key"}
+# A profile name is used in file and folder names: file-name-safe characters only.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+NAME_RULE = ("1 to 100 letters, digits, '.', '_', '+' or '-', starting with a letter or "
+             "digit (it names files and folders)")
+# jax.nn's activations (jax 0.9): checked here, before a trial starts, not after its compile.
+ACTIVATIONS = ("celu", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish",
+               "hard_tanh", "identity", "leaky_relu", "log_sigmoid", "mish", "relu", "relu6",
+               "selu", "sigmoid", "silu", "soft_sign", "softplus", "sparse_plus",
+               "sparse_sigmoid", "squareplus", "swish", "tanh")
+MAX_LAYER_WIDTH = 1 << 16
+MAX_TIMEOUT_S = 1_000_000  # seconds (eleven days): a trial limit past that is a typo
+_NUMBERS = ("entropy_cost", "reward_scaling", "clipping_epsilon", "vf_loss_coefficient",
+            "desired_kl", "normalize_observations_std_eps", "learning_rate_schedule_min_lr",
+            "learning_rate_schedule_max_lr")
+_FLAGS = ("normalize_observations", "normalize_advantage", "bootstrap_on_timeout",
+          "use_distributional_critic", "deterministic_eval", "log_training_metrics", "run_evals",
+          "wrap_env", "vision", "augment_pixels", "use_pmap_on_reset", "restore_value_fn")
+_TEXTS = ("normalize_observations_mode", "learning_rate_schedule", "save_checkpoint_path",
+          "restore_checkpoint_path")
 
 
-def _check_keys(data: dict[str, Any], valid: set[str], where: str) -> None:
-    unknown = sorted(set(data) - valid)
-    if unknown:
-        raise UserError(f"{where}: unknown key {unknown[0]!r}; valid keys: {', '.join(sorted(valid))}")
+def safe_name(text: str) -> str:
+    """A profile name as a path component: characters outside NAME_PATTERN become '-'
+    (for names from files written before names were checked)."""
+    slug = re.sub(r"[^A-Za-z0-9._+-]+", "-", str(text)).strip(".-")[:100]
+    return slug or "profile"
+
+
+def _check_ppo(ppo: Fields) -> None:
+    """The ppo.train kwargs whose type is known; any other key reaches ppo.train as is."""
+    managed = sorted(set(ppo.data) & MANAGED_PPO_KEYS)
+    if managed:
+        raise UserError(f"{ppo.where}: ppo.{managed[0]} is set by vramtune per trial; "
+                        f"use the top-level key (num_envs, episode_length, ...) instead")
+    given = ppo.data
+    ints = {"batch_size": (1, MAX_BATCH_SIZE), "num_minibatches": (1, MAX_NUM_MINIBATCHES),
+            "unroll_length": (1, 10_000), "num_updates_per_batch": (1, 10_000),
+            "num_resets_per_eval": (0, 1_000_000), "num_eval_envs": (1, MAX_NUM_ENVS),
+            "seed": (None, None)}
+    for key, (lo, hi) in ints.items():
+        if key in given:
+            ppo.int(key, lo=lo, hi=hi)
+    for key in ("max_devices_per_host", "normalize_until_count", "training_metrics_steps"):
+        if key in given:  # brax's default is None: null is allowed
+            ppo.int(key, lo=1, none=True)
+    if "learning_rate" in given:
+        ppo.number("learning_rate", above=0)
+    for key in ("discounting", "gae_lambda"):
+        if key in given:
+            ppo.number(key, lo=0, hi=1)
+    for key in _NUMBERS:
+        if key in given:
+            ppo.number(key)
+    for key in ("max_grad_norm", "clipping_epsilon_value"):
+        if key in given:
+            ppo.number(key, none=True)
+    for key in _FLAGS:
+        if key in given:
+            ppo.flag(key)
+    for key in _TEXTS:
+        if key in given:
+            ppo.text(key, none=key != "normalize_observations_mode", max_len=1000)
+    for key, value in given.items():
+        plain_data(value, ppo.where, f"ppo.{key}")
+
+
+def _measure(data: Any, where: str) -> Measure:
+    m = Fields(data, where, "measure.")
+    m.only(_MEASURE_KEYS)
+    d = Measure()
+    measure = Measure(
+        warmup_intervals=m.int("warmup_intervals", d.warmup_intervals, lo=0, hi=1000),
+        min_intervals=m.int("min_intervals", d.min_intervals, lo=1, hi=10_000),
+        max_intervals=m.int("max_intervals", d.max_intervals, lo=1, hi=10_000),
+        min_window_s=m.number("min_window_s", d.min_window_s, lo=0, hi=86_400),
+        steps_per_epoch=m.int("steps_per_epoch", d.steps_per_epoch, lo=1, hi=100_000),
+        min_training_steps=m.int("min_training_steps", d.min_training_steps, lo=0,
+                                 hi=1_000_000),
+        min_evals=m.int("min_evals", d.min_evals, lo=0, hi=10_000),
+        steady_intervals=m.int("steady_intervals", d.steady_intervals, lo=0, hi=10_000))
+    if measure.max_intervals < measure.min_intervals:
+        raise UserError(f"{where}: measure needs 1 <= min_intervals <= max_intervals, got "
+                        f"min_intervals {measure.min_intervals} and max_intervals "
+                        f"{measure.max_intervals}")
+    return measure
+
+
+def _network(data: Any, where: str) -> dict[str, Any]:
+    n = Fields(data, where, "network.")
+    n.only(_NETWORK_KEYS)
+    for key in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes"):
+        if key in data:
+            n.int_list(key, lo=1, hi=MAX_LAYER_WIDTH)
+    if "activation" in data:
+        n.choice("activation", ACTIVATIONS)
+    for key in ("policy_obs_key", "value_obs_key"):
+        n.text(key, None, none=True, max_len=200)
+    return dict(data)
 
 
 def profile_from_dict(data: Any, *, source: str = "<dict>") -> Profile:
     """Validate a parsed YAML mapping; every problem is one UserError naming the key."""
-    if not isinstance(data, dict):
-        raise UserError(f"{source}: a profile must be a YAML mapping, got {type(data).__name__}")
-    _check_keys(data, _TOP_KEYS, f"profile {source}")
+    where = f"profile {source}"
+    f = Fields(data, where, what="a profile")
+    f.only(_TOP_KEYS)
     for required in ("name", "env"):
-        if not data.get(required):
-            raise UserError(f"profile {source}: missing required key {required!r}")
-    kwargs = dict(data)
-    for key in ("ppo", "network", "env_kwargs", "measure"):
-        value = kwargs.get(key) or {}
-        if not isinstance(value, dict):
-            raise UserError(f"profile {source}: {key!r} must be a mapping")
-        kwargs[key] = dict(value)
-    _check_keys(kwargs["network"], _NETWORK_KEYS, f"profile {source}: network")
-    _check_keys(kwargs["measure"], _MEASURE_KEYS, f"profile {source}: measure")
-    managed = sorted(set(kwargs["ppo"]) & MANAGED_PPO_KEYS)
-    if managed:
-        raise UserError(f"profile {source}: ppo.{managed[0]} is set by vramtune per trial; "
-                        f"use the top-level key (num_envs, episode_length, ...) instead")
-    try:
-        kwargs["scaling"] = ScalingPolicy(kwargs.get("scaling", ScalingPolicy.HOLD_MINIBATCH))
-    except ValueError:
-        raise UserError(f"profile {source}: scaling {kwargs['scaling']!r} is not one of "
-                        f"{', '.join(p.value for p in ScalingPolicy)}") from None
-    try:
-        kwargs["measure"] = Measure(**kwargs["measure"])
-        profile = Profile(**kwargs, source=source)
-    except TypeError as exc:
-        raise UserError(f"profile {source}: {exc}") from None
-    if not isinstance(profile.domain_randomization, bool):
-        raise UserError(f"profile {source}: domain_randomization must be true or false")
+        if required not in data or data[required] in (None, ""):
+            raise UserError(f"{where}: missing required key {required!r}")
+    name = f.text("name", pattern=NAME_PATTERN, expected=NAME_RULE)
+    env = f.text("env", max_len=300)
+    ppo = f.sub("ppo", {}, none_is_empty=True)
+    _check_ppo(ppo)
+    env_kwargs = f.mapping("env_kwargs", {}, none_is_empty=True)
+    plain_data(env_kwargs, where, "env_kwargs")
+    network = _network(f.mapping("network", {}, none_is_empty=True), where)
+    measure = _measure(f.mapping("measure", {}, none_is_empty=True), where)
+    scaling = f.choice("scaling", [p.value for p in ScalingPolicy],
+                       str(ScalingPolicy.HOLD_MINIBATCH))
+    defaults = Profile(name="-", env="-")
+    profile = Profile(
+        name=name, env=env, description=f.text("description", "", none=True) or "",
+        backend=f.text("backend", None, none=True, max_len=100),
+        impl=f.text("impl", None, none=True, max_len=100),
+        domain_randomization=f.flag("domain_randomization", False),
+        env_kwargs=dict(env_kwargs),
+        episode_length=f.int("episode_length", defaults.episode_length, lo=1, hi=10_000_000),
+        action_repeat=f.int("action_repeat", defaults.action_repeat, lo=1, hi=1000),
+        num_envs=f.int("num_envs", defaults.num_envs, lo=1, hi=MAX_NUM_ENVS),
+        start_envs=f.int("start_envs", None, lo=1, hi=MAX_NUM_ENVS, none=True),
+        max_envs=f.int("max_envs", defaults.max_envs, lo=1, hi=MAX_NUM_ENVS),
+        scaling=ScalingPolicy(scaling), ppo=dict(ppo.data), network=network, measure=measure,
+        timeout_s=f.number("timeout_s", defaults.timeout_s, above=0, hi=MAX_TIMEOUT_S),
+        source=source)
+    if profile.start_envs is not None and profile.start_envs > profile.max_envs:
+        raise UserError(f"{where}: start_envs {profile.start_envs} is above max_envs "
+                        f"{profile.max_envs}")
     check_profile_source(profile.env, profile.backend, profile.impl, profile.ppo,
-                         profile.domain_randomization, f"profile {source}")
-    if profile.start_envs is not None and (not isinstance(profile.start_envs, int)
-                                           or profile.start_envs < 1):
-        raise UserError(f"profile {source}: start_envs must be a positive integer")
-    for key in ("episode_length", "num_envs", "max_envs", "batch_size", "num_minibatches",
-                "unroll_length"):
-        value = getattr(profile, key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise UserError(f"profile {source}: {key} must be a positive integer, got {value!r}")
-    if profile.measure.min_intervals < 1 or profile.measure.max_intervals < profile.measure.min_intervals:
-        raise UserError(f"profile {source}: measure needs 1 <= min_intervals <= max_intervals")
+                         profile.domain_randomization, where)
     return profile
 
 
@@ -179,20 +285,32 @@ def builtin_profiles() -> dict[str, Path]:
 
 def load_profile(name_or_path: str | Path) -> Profile:
     """A built-in name ('quick') or a YAML file path."""
+    from vramtune import yamlio  # not at import time: the trial child never reads YAML
+
     text = str(name_or_path)
     builtins = builtin_profiles()
     if text in builtins:
         path = builtins[text]
     else:
         path = Path(text).expanduser()
-        if not path.is_file():
+        if not text.strip() or not path.is_file():
             raise UserError(f"unknown profile {text!r}: not a file, and the built-in profiles are "
                             f"{', '.join(sorted(builtins))}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"cannot read profile {path}: {first}") from None
-    if isinstance(data, dict) and not data.get("name"):
-        data = {**data, "name": path.stem}  # a file without name: is named after itself
+    data = yamlio.load_file(path, what="profile")
+    if data is None:
+        raise UserError(f"profile {path} is empty: a profile is a YAML mapping with at least "
+                        f"name and env")
+    if isinstance(data, dict) and "name" not in data:
+        data = {**data, "name": safe_name(path.stem)}  # a file without name: named after itself
     return profile_from_dict(data, source=str(path))
+
+
+def profile_folder(profile: Profile) -> str | None:
+    """The folder of the profile's file, where a ``package.module:factory`` env is imported
+    from (besides PYTHONPATH); None for a profile that is not a file of its own."""
+    if not profile.source or profile.source.startswith("<"):
+        return None
+    path = Path(profile.source)
+    if path.suffix.lower() not in (".yaml", ".yml") or not path.is_file():
+        return None
+    return str(path.resolve().parent)

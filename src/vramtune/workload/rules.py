@@ -4,11 +4,18 @@
 ``num_envs % device_count == 0`` only after it has started; people find out after the
 compile. Everything here is pure arithmetic so the planner, ``check`` and ``emit-config``
 share one source of truth.
+
+Searches are computed, never scanned up to a number from a file: under hold-env-steps the
+valid sizes are the divisors of batch_size x num_minibatches (listed from the two factors'
+prime factorisations), under the growing policies every multiple of the device count.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -102,24 +109,91 @@ def scale_batch(policy: ScalingPolicy, base: BatchShape, num_envs: int,
     return BatchShape(num_envs, bs, nmb)
 
 
+@functools.lru_cache(maxsize=256)
+def _factorise(n: int) -> tuple[tuple[int, int], ...]:
+    """(prime, exponent) pairs of n >= 1, by trial division (n up to 2**40: a fraction of a
+    second; callers bound what they pass)."""
+    factors: list[tuple[int, int]] = []
+    for p in (2, 3):
+        if n % p == 0:
+            e = 0
+            while n % p == 0:
+                n //= p
+                e += 1
+            factors.append((p, e))
+    p = 5
+    while p * p <= n:
+        for q in (p, p + 2):
+            if n % q == 0:
+                e = 0
+                while n % q == 0:
+                    n //= q
+                    e += 1
+                factors.append((q, e))
+        p += 6
+    if n > 1:
+        factors.append((n, 1))
+    return tuple(factors)
+
+
+@functools.lru_cache(maxsize=64)
+def divisors_of_product(a: int, b: int) -> tuple[int, ...]:
+    """Every divisor of a x b (a, b >= 1), ascending, from the factorisations of a and b
+    (never by trying each number up to the product)."""
+    exponents: dict[int, int] = {}
+    for n in (a, b):
+        for p, e in _factorise(n):
+            exponents[p] = exponents.get(p, 0) + e
+    divisors = [1]
+    for p, e in exponents.items():
+        divisors = [d * p ** k for d in divisors for k in range(e + 1)]
+    return tuple(sorted(divisors))
+
+
+def iter_valid_sizes(policy: ScalingPolicy, base: BatchShape, lo: int, hi: int,
+                     device_count: int = 1) -> Iterator[int]:
+    """Every num_envs in [lo, hi] the policy can serve, ascending, produced lazily:
+    hold-env-steps lists the divisors of the product that the device count divides, the
+    growing policies every multiple of the device count."""
+    lo = max(1, lo)
+    if device_count < 1 or hi < lo:
+        return
+    if policy is ScalingPolicy.HOLD_ENV_STEPS:
+        if base.batch_size < 1 or base.num_minibatches < 1:
+            return
+        divisors = divisors_of_product(base.batch_size, base.num_minibatches)
+        for n in divisors[bisect.bisect_left(divisors, lo):bisect.bisect_right(divisors, hi)]:
+            if n % device_count == 0:
+                yield n
+        return
+    yield from range(-(-lo // device_count) * device_count, hi + 1, device_count)
+
+
 def valid_sizes(policy: ScalingPolicy, base: BatchShape, lo: int, hi: int,
                 device_count: int = 1) -> list[int]:
     """Every num_envs in [lo, hi] the policy can serve, ascending."""
-    return [n for n in range(max(1, lo), hi + 1) if scale_batch(policy, base, n, device_count)]
+    return list(iter_valid_sizes(policy, base, lo, hi, device_count))
 
 
 def nearest_valid(policy: ScalingPolicy, base: BatchShape, num_envs: int, device_count: int = 1,
                   *, limit: int = 1 << 22) -> tuple[int | None, int | None]:
-    """The closest valid num_envs below and above (None where there is none)."""
-    def ok(n: int) -> bool:
-        return scale_batch(policy, base, n, device_count) is not None
-
-    top = num_envs - 1
-    if policy is ScalingPolicy.HOLD_ENV_STEPS:  # nothing above the fixed product is valid
-        top = min(top, base.batch_size * base.num_minibatches)
-    below = next((n for n in range(top, 0, -1) if ok(n)), None)
-    above = next((n for n in range(num_envs + 1, limit + 1) if ok(n)), None)
-    return below, above
+    """The closest valid num_envs below and above (None where there is none); above is at
+    most ``limit``. Computed, whatever the size: no number is tried one by one."""
+    if device_count < 1:
+        return None, None
+    if policy is ScalingPolicy.HOLD_ENV_STEPS:
+        if base.batch_size < 1 or base.num_minibatches < 1:
+            return None, None
+        sizes = [n for n in divisors_of_product(base.batch_size, base.num_minibatches)
+                 if n % device_count == 0]
+        i = bisect.bisect_left(sizes, num_envs)
+        below = sizes[i - 1] if i > 0 else None
+        j = bisect.bisect_right(sizes, num_envs)
+        above = sizes[j] if j < len(sizes) and sizes[j] <= limit else None
+        return below, above
+    below_n = (num_envs - 1) // device_count * device_count
+    above_n = (max(num_envs, 0) // device_count + 1) * device_count
+    return (below_n if below_n >= 1 else None), (above_n if above_n <= limit else None)
 
 
 def nearest_fixes(num_envs: int, batch_size: int, num_minibatches: int,
@@ -186,18 +260,21 @@ def valid_batch_settings(policy: ScalingPolicy, base: BatchShape, num_envs: int,
     if chosen is None or count < 1:
         return []
     bs, nmb = base.batch_size, base.num_minibatches
+    # Only the multiples near the policy's own choice: the closest ``count`` lie within
+    # ``count`` steps of it (listing every multiple up to a huge batch would not end).
     if policy is ScalingPolicy.HOLD_MINIBATCH:
         step = num_envs // math.gcd(bs, num_envs)
-        top = chosen.num_minibatches // step + count
-        shapes = [BatchShape(num_envs, bs, step * k) for k in range(1, top + 1)]
+        k = chosen.num_minibatches // step
+        shapes = [BatchShape(num_envs, bs, step * j) for j in range(max(1, k - count),
+                                                                     k + count + 1)]
     elif policy is ScalingPolicy.HOLD_NUM_MINIBATCHES:
         step = num_envs // math.gcd(nmb, num_envs)
-        top = chosen.batch_size // step + count
-        shapes = [BatchShape(num_envs, step * k, nmb) for k in range(1, top + 1)]
+        k = chosen.batch_size // step
+        shapes = [BatchShape(num_envs, step * j, nmb) for j in range(max(1, k - count),
+                                                                     k + count + 1)]
     else:
         product = bs * nmb
-        shapes = [BatchShape(num_envs, d, product // d) for d in range(1, product + 1)
-                  if product % d == 0]
+        shapes = [BatchShape(num_envs, d, product // d) for d in divisors_of_product(bs, nmb)]
 
     def distance(s: BatchShape) -> tuple[float, int]:
         return (abs(math.log2(s.batch_size / chosen.batch_size))

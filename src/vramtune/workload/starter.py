@@ -145,13 +145,17 @@ def render_profile_yaml(data: Mapping[str, Any], origin: str, versions: Mapping[
 _RESULT_PREFIX = "@@vramtune-canonical "
 
 
-def starter_profile(env: str, backend: str | None = None,
-                    timeout_s: float = 300) -> tuple[dict[str, Any], str]:
-    """``canonical_profile`` in a short CPU-only subprocess, so the caller never imports JAX."""
+def starter_profile(env: str, backend: str | None = None, timeout_s: float = 300,
+                    import_path: str | None = None) -> tuple[dict[str, Any], str]:
+    """``canonical_profile`` in a short CPU-only subprocess, so the caller never imports JAX.
+    A factory is imported from ``import_path`` (the profile's folder) and PYTHONPATH, never
+    from the current directory (``python -P``), as the trial child will import it."""
     parse_source(env)
-    command = [sys.executable, "-m", "vramtune.workload.starter", "canonical", env]
+    command = [sys.executable, "-P", "-m", "vramtune.workload.starter", "canonical", env]
     if backend:
         command += ["--backend", backend]
+    if import_path:
+        command += ["--path", import_path]
     run_env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
@@ -174,6 +178,8 @@ def _main(argv: list[str]) -> int:
         print("usage: python -m vramtune.workload.starter canonical SOURCE [--backend B]", file=sys.stderr)
         return 2
     backend = argv[argv.index("--backend") + 1] if "--backend" in argv else None
+    if "--path" in argv:
+        sys.path.append(argv[argv.index("--path") + 1])
     try:
         data, origin = canonical_profile(argv[1], backend)
         answer: dict[str, Any] = {"profile": data, "origin": origin}

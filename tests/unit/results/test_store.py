@@ -15,10 +15,11 @@ from vramtune.results.store import (
     load_run,
     trial_key,
 )
+from vramtune.workload.profile import load_profile
 
 
 def header(**kw) -> RunHeader:
-    base = dict(profile_name="quick", profile_hash="abc", profile={"name": "quick"},
+    base = dict(profile_name="quick", profile_hash="abc", profile=load_profile("quick").to_dict(),
                 budget_bytes=10**9, headroom_fraction=0.1, machine={"cpu": "AMD EPYC"},
                 versions={"jax": "0.9.2"})
     base.update(kw)

@@ -195,10 +195,13 @@ def test_save_replaces_another_profile_or_machine_wholesale():
 
 
 @pytest.mark.parametrize("content, message", [
-    ("{not json", "cannot read baseline"),
+    ("{not json", "b.json: not valid JSON"),
     ('{"kind": "something"}', "not a vramtune bench baseline"),
     (json.dumps({"kind": BASELINE_KIND, "schema_version": 99}), "schema version 99"),
-    (json.dumps({"kind": BASELINE_KIND, "schema_version": 1}), "damaged baseline"),
+    (json.dumps({"kind": BASELINE_KIND, "schema_version": 1}), "missing required key 'machine'"),
+    (json.dumps({"kind": BASELINE_KIND, "schema_version": True}), "schema version True"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("{\"a\": " + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
 ])
 def test_bad_baseline_files_are_one_line_user_errors(tmp_path, content, message):
     path = tmp_path / "b.json"

@@ -61,7 +61,7 @@ def test_unknown_profile_lists_builtins():
 def test_bad_yaml_is_a_user_error(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("name: [unclosed\n")
-    with pytest.raises(UserError, match="cannot read profile"):
+    with pytest.raises(UserError, match="bad.yaml: not valid YAML at line 2"):
         load_profile(path)
 
 
