@@ -138,4 +138,4 @@ def test_damaged_baseline_exits_2(tmp_path):
     path = tmp_path / "b.json"
     path.write_text("{")
     proc = run_cli("bench", "--baseline", str(path), timeout=60)
-    assert proc.returncode == 2 and "cannot read baseline" in proc.stderr
+    assert proc.returncode == 2 and "not valid JSON" in proc.stderr
