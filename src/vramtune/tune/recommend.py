@@ -82,8 +82,12 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     # Ranked on search trials (and sizes re-run alone, as long as one) only: a confirming
     # run's longer window must not change the pick it was run to prove; proof runs count
     # for the boundary and the confirmation.
-    candidates = [r for r in rows if r.purpose in RANKED and fits(r, limit)
-                  and (edge is None or r.num_envs < edge) and r.num_envs not in unproven]
+    # A size known only by a proof run (emit-config keeps one record per size, and may keep
+    # the confirming one) is ranked by it: that is all there is to rank it by.
+    ranked_sizes = {r.num_envs for r in rows if r.purpose in RANKED}
+    candidates = [r for r in rows if (r.purpose in RANKED or r.num_envs not in ranked_sizes)
+                  and fits(r, limit) and (edge is None or r.num_envs < edge)
+                  and r.num_envs not in unproven]
     best = max((r.steps_per_s or 0.0 for r in candidates), default=None)
     chosen: TrialResult | None = None
     if candidates and best is not None:

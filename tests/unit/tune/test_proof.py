@@ -67,3 +67,11 @@ def test_a_smaller_budget_does_not_trust_rss_from_a_larger_cap():
     assert choose([run], int(1.2 * GB), 0.1).chosen is run  # under its own cap it is proven
     legacy = dataclasses.replace(run, cap_bytes=None, host_peak_data_bytes=None)
     assert choose([legacy], int(1.2 * GB), 0.1).chosen is legacy  # old records: the peak
+
+
+def test_a_size_known_only_by_its_confirming_run_is_still_ranked():
+    # emit-config keeps one record per size (results.frame.one_per_size), which may be the
+    # confirming run: the size must stay recommendable (found by the fidelity tests)
+    confirm = r(64, purpose=Purpose.CONFIRM)
+    rec = choose([confirm], 3 * GB, 0.1)
+    assert rec.chosen is confirm and rec.confirmation is confirm
