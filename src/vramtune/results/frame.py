@@ -98,7 +98,7 @@ def _frame(pairs: Iterable[tuple[Run | None, TrialResult]]) -> pd.DataFrame:
         row["run_dir"] = str(run.directory) if run is not None else None
         row["device"] = run.header.device if run is not None else r.gpu_name
         rows.append(row)
-    data = {c: pd.array([row[c] for row in rows], dtype=dtype) for c, dtype in COLUMNS.items()}
+    data = {c: _column([row[c] for row in rows], dtype) for c, dtype in COLUMNS.items()}
     frame = pd.DataFrame(data)
     frame["timestamp"] = pd.to_datetime(frame["timestamp"].astype(object), utc=True,
                                         format="ISO8601").astype("datetime64[us, UTC]")
@@ -153,3 +153,19 @@ def to_python(values: pd.Series | pd.api.extensions.ExtensionArray) -> list[Any]
     views/ (and json) take."""
     series = pd.Series(values)
     return series.astype(object).where(series.notna(), None).tolist()
+
+
+def _column(values: list[Any], dtype: str) -> Any:
+    """A typed column; a value its type cannot hold (a hand-edited or damaged record) is
+    <NA>, never a crash and never a made-up figure."""
+    try:
+        return pd.array(values, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        kept = []
+        for value in values:
+            try:
+                pd.array([value], dtype=dtype)
+                kept.append(value)
+            except (TypeError, ValueError, OverflowError):
+                kept.append(None)
+        return pd.array(kept, dtype=dtype)

@@ -252,6 +252,7 @@ def trial_from_dict(data: Any, where: str) -> TrialResult:
         f.text(key, None, none=True, max_len=1000)
     f.text("error_message", None, none=True, max_len=100_000)
     f.flag("memory_steady", None, none=True)
+    f.flag("shared_run", False)  # from issue 13: a boolean, or the frame cannot hold it
     if data.get("versions") is not None:
         f.text_map("versions")
     if data.get("notes") is not None:
