@@ -166,6 +166,16 @@ class TrialResult:
             return self.jax_peak_pool_bytes
         return self.host_peak_data_bytes
 
+    @property
+    def cap_figure_limit_bytes(self) -> int | None:
+        """What ``cap_figure_bytes`` is held to. On GPU the pool's limit in force (JAX's
+        bytes_limit: the cap minus what lives outside the pool), not the cap itself: a pool
+        shown against the whole cap looked twice as roomy as it was (seen on an H100: pool
+        782 MiB "of the 1.68 GiB cap" while the pool limit was 842 MiB)."""
+        if self.is_gpu:
+            return self.jax_bytes_limit if self.cap_bytes is not None else None
+        return self.cap_bytes
+
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["status"] = str(self.status)

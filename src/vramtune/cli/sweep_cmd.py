@@ -97,9 +97,10 @@ class _Progress:
             del self.running[index]
         capped = ""
         if result.cap_bytes is not None:
-            what = "pool" if result.is_gpu else "data segment"
+            what, held = (("pool", "pool limit") if result.is_gpu
+                          else ("data segment", "cap"))
             capped = (f"; {what} {format_bytes(result.cap_figure_bytes)} of the "
-                      f"{format_bytes(result.cap_bytes)} cap")
+                      f"{format_bytes(result.cap_figure_limit_bytes)} {held}")
         purpose = "" if result.purpose is Purpose.SEARCH else f" [{result.purpose}]"
         if result.shared_run:
             purpose += " [shared run: steps/s not comparable]"

@@ -36,7 +36,7 @@ _LEADING = ("num_envs", "batch_size", "num_minibatches", "unroll_length", "statu
             "nvml_process_peak_bytes", "nvml_device_used_peak_bytes", "process_peak_bytes",
             "budget_bytes", "cap", "backend")
 _DERIVED = {"peak_bytes": "Int64", "process_peak_bytes": "Int64", "cap_figure_bytes": "Int64",
-            "memory_kind": "string"}
+            "cap_figure_limit_bytes": "Int64", "memory_kind": "string"}
 _RUN = {"run_dir": "string", "device": "string"}
 _KEPT_ON_THE_RECORD = ("versions", "notes")  # a mapping and a list: not one cell's value
 _DTYPES = {bool: "boolean", int: "Int64", float: "Float64", str: "string"}

@@ -40,7 +40,8 @@ class Recommendation:
         if c is None:
             return None
         peak = c.cap_figure_bytes if c.cap_figure_bytes is not None else c.peak_bytes
-        what = "data segment" if c.host_peak_data_bytes is not None and not c.is_gpu else ""
+        what = ("pool" if c.is_gpu and c.jax_peak_pool_bytes is not None
+                else "data segment" if c.host_peak_data_bytes is not None and not c.is_gpu else "")
         return (f"confirmed: {c.training_steps} training steps, peak "
                 f"{format_bytes(peak)} {c.memory_label}{' ' + what if what else ''}"
                 f" under {c.cap or 'no cap'}")

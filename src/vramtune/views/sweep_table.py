@@ -25,7 +25,8 @@ RAW_COLUMNS = ("num_envs", "batch_size", "num_minibatches", "purpose", "shared_r
 """The CSV/JSON columns: alloc = JAX allocator live peak (GPU only); process = NVML per
 process, else the allocator pool (GPU only); host = exact peak RSS; capped = the figure the
 cap counts (CPU: peak data segment under RLIMIT_DATA; GPU: the allocator pool) and cap_bytes
-what it was capped at; purpose = search, repeat, confirm (the long run) or alone (a size
+what that figure was held to (CPU: the RLIMIT_DATA cap; GPU: the pool limit in force);
+purpose = search, repeat, confirm (the long run) or alone (a size
 re-measured with nothing beside it); shared_run = it ran beside other trials, so its memory
 verdict holds and its steps/s are not comparable; budget_share =
 peak / budget; relative_speed = steps/s over the best the recommender could choose."""
@@ -47,7 +48,7 @@ def comparison_frame(results: Sequence[TrialResult], rec: Recommendation,
         "alloc_peak_bytes": trials["jax_peak_bytes_in_use"],
         "process_peak_bytes": trials["process_peak_bytes"],
         "host_peak_bytes": trials["host_peak_rss_bytes"],
-        "capped_peak_bytes": trials["cap_figure_bytes"], "cap_bytes": trials["cap_bytes"],
+        "capped_peak_bytes": trials["cap_figure_bytes"], "cap_bytes": trials["cap_figure_limit_bytes"],
         "budget_share": (trials["peak_bytes"] / budget_bytes if budget_bytes
                          else pd.array([None] * len(trials), dtype="Float64")),
         "compile_s": trials["compile_s"], "steps_per_s": steps,

@@ -43,3 +43,21 @@ def test_the_pick_is_strong_and_marked():
     assert table.strong == (False, True, False)
     assert [row[0] for row in table.rows()] == ["128", "* 256", "2048"]
     assert table.column("budget_share").title == "% budget (host)"
+
+
+def test_a_gpu_pool_is_shown_against_the_pool_limit_not_the_whole_cap():
+    """Measured on an H100 under --gpu-mem 2GB: the line is 1.8e9 B, 874 MiB of it lives
+    outside the pool, so the pool's limit in force is 844 MiB; the table said "/ 1.68 GiB"."""
+    mib = 2**20
+    r = TrialResult(profile="quick", profile_hash="h", num_envs=1536, batch_size=1536,
+                    num_minibatches=4, status=Status.OK, backend="gpu", steps_per_s=6.0e6,
+                    cap_bytes=1_800_000_000,
+                    jax_peak_pool_bytes=782 * mib, jax_bytes_limit=844 * mib,
+                    nvml_process_peak_bytes=1413 * mib, budget_bytes=2 * 10**9)
+    assert r.cap_figure_bytes == 782 * mib and r.cap_figure_limit_bytes == 844 * mib
+    frame = comparison_frame([r], choose([r], 2 * 10**9, 0.10), 2 * 10**9)
+    assert frame["cap_bytes"].tolist() == [844 * mib]
+    cpu = TrialResult(profile="quick", profile_hash="h", num_envs=256, batch_size=256,
+                      num_minibatches=4, status=Status.OK, backend="cpu", steps_per_s=7000.0,
+                      cap_bytes=1_080_000_000, host_peak_data_bytes=973 * mib)
+    assert cpu.cap_figure_limit_bytes == 1_080_000_000
