@@ -66,6 +66,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--budget-bytes", type=float, default=None,
                    help="RLIMIT_DATA for the training process (bytes; 1.2e9 ok)")
     # The rest of the quick profile (vramtune/profiles/quick.yaml).
+    p.add_argument("--platform", choices=["cpu", "gpu"], default="cpu",
+                   help="gpu: JAX's default backend, the pool capped by the XLA_*_MEM_FRACTION "
+                        "variable set in the environment, as a user's GPU run")
     p.add_argument("--env", default="fast")
     p.add_argument("--backend", default="generalized")
     p.add_argument("--episode-length", type=int, default=100)
@@ -187,7 +190,8 @@ def child(args: argparse.Namespace) -> int:
         limit = int(args.budget_bytes)
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if args.platform == "cpu":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
     t0 = time.perf_counter()
     sampler = Sampler("self", args.sample_interval)
     sampler.t0 = t0
@@ -253,7 +257,11 @@ def child(args: argparse.Namespace) -> int:
               policy_params_fn=params_fn)
     mark("done")
     ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    emit("final", status="ok", peak_vmdata=sampler.peak_data, peak_rss_getrusage=ru,
+    # On a GPU the figures a user can read are JAX's own: the pool's peak and its limit.
+    stats = (jax.devices()[0].memory_stats() or {}) if args.platform == "gpu" else {}
+    emit("final", status="ok", gpu_peak_bytes_in_use=stats.get("peak_bytes_in_use"),
+         gpu_peak_pool_bytes=stats.get("peak_pool_bytes"), gpu_bytes_limit=stats.get("bytes_limit"),
+         peak_vmdata=sampler.peak_data, peak_rss_getrusage=ru,
          training_steps=last_step[0] // p["env_steps_per_training_step"],
          wall_s=round(time.perf_counter() - t0, 2))
     sys.stdout.flush()
@@ -289,8 +297,9 @@ def classify(code: int, text: str, timed_out: bool) -> tuple[str, str]:
 
 
 def wrapper(argv: list[str], args: argparse.Namespace) -> int:
-    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", JAX_PLATFORMS="cpu",
-               PYTHONUNBUFFERED="1")
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1")
+    if args.platform == "cpu":
+        env["JAX_PLATFORMS"] = "cpu"
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
@@ -341,6 +350,9 @@ def wrapper(argv: list[str], args: argparse.Namespace) -> int:
         peak_vmdata=max(final.get("peak_vmdata", 0), outer.peak_data),
         peak_vmdata_inside=final.get("peak_vmdata"), peak_vmdata_outside=outer.peak_data,
         versions=(events.get("versions") or [{}])[-1],
+        gpu_peak_bytes_in_use=final.get("gpu_peak_bytes_in_use"),
+        gpu_peak_pool_bytes=final.get("gpu_peak_pool_bytes"),
+        gpu_bytes_limit=final.get("gpu_bytes_limit"),
         sps=[s["training_sps"] for s in events.get("sps", [])],
         # (elapsed s, training step, VmData, VmRSS) at each progress_fn call
         series=[(m["t"], m["training_steps"], m["vmdata"], m["vmrss"]) for m in progress],
