@@ -24,14 +24,21 @@ from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import DeviceFacts, measure_device
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest, run_trial
+from vramtune.measure.wire import Event
 from vramtune.records import Purpose, TrialResult
 from vramtune.results.frame import runs_frame
-from vramtune.results.store import load_run
+from vramtune.results.store import Run, find_runs, load_run
 from vramtune.schema import MAX_NUM_ENVS
 from vramtune.tune.budgets import Emission, Measurements, choose_for_budget, merge_runs
 from vramtune.tune.planner import SearchMethod, Step
 from vramtune.tune.recommend import Objective, Recommendation, choose
-from vramtune.tune.sweep import PreparedSweep, SweepOptions, prepare
+from vramtune.tune.sweep import (
+    PreparedSweep,
+    SweepOptions,
+    prepare,
+    prepare_by_type,
+    run_sweeps,
+)
 from vramtune.tune.sweep import run_sweep as _run_sweep
 from vramtune.units import headroom_limit_bytes, parse_percent, parse_size, parse_sizes
 from vramtune.views.configs import ConfigFormat, render
@@ -136,18 +143,65 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
                   cache: bool = True, standby: bool = True, confirm: bool | None = None,
                   confirm_steps: int | None = None, devices: int | None = None,
                   search: str | SearchMethod | None = None, parallel: int = 1,
-                  nvml: Nvml | None = None) -> PreparedSweep:
+                  executor: str | None = None, ray_address: str | None = None,
+                  gpu_type: str | None = None, nvml: Nvml | None = None) -> PreparedSweep:
     """Everything before the first trial; ``run_prepared`` then runs it. Split in two so a
-    caller (the CLI) can keep what was measured when the run is interrupted."""
-    options = SweepOptions(profile=profile, budget_bytes=as_cap(gpu_mem),
-                           headroom_fraction=as_fraction(headroom), start=start,
-                           max_envs=max_envs, refine=refine, objective=as_objective(objective),
-                           out=as_path(out, "--out"), resume=as_path(resume, "--resume"),
-                           timeout_s=timeout_s, cache=cache, standby=standby,
-                           confirm=confirm, confirm_steps=confirm_steps,
-                           devices=as_devices(devices), search=as_search(search),
-                           parallel=parallel)
-    return prepare(options, nvml=nvml)
+    caller (the CLI) can keep what was measured when the run is interrupted.
+
+    ``executor="ray"`` runs the trials as Ray tasks, several at once (``ray_address``:
+    "auto" or HOST:PORT of a running cluster; None starts one on this machine)."""
+    return prepare(_options(profile, gpu_mem=gpu_mem, headroom=headroom, start=start,
+                            max_envs=max_envs, refine=refine, objective=objective, out=out,
+                            resume=resume, timeout_s=timeout_s, cache=cache, standby=standby,
+                            confirm=confirm, confirm_steps=confirm_steps, devices=devices,
+                            search=search, parallel=parallel, executor=executor,
+                            ray_address=ray_address, gpu_type=gpu_type), nvml=nvml)
+
+
+def _options(profile: str | Path | Profile | None, *, gpu_mem: Size, headroom: Percent,
+             out: str | Path | None, resume: str | Path | None,
+             objective: str | Objective | None, devices: int | None,
+             search: str | SearchMethod | None, **rest: Any) -> SweepOptions:
+    return SweepOptions(profile=profile, budget_bytes=as_cap(gpu_mem),
+                        headroom_fraction=as_fraction(headroom), objective=as_objective(objective),
+                        out=as_path(out, "--out"), resume=as_path(resume, "--resume"),
+                        devices=as_devices(devices), search=as_search(search), **rest)
+
+
+def prepare_sweeps(profile: str | Path | Profile | None = None, *,
+                   gpu_types: str | Sequence[str] | None, gpu_mem: Size = None,
+                   headroom: Percent = None, start: int | None = None,
+                   max_envs: int | None = None, refine: int | None = None,
+                   objective: str | Objective | None = None, out: str | Path | None = None,
+                   resume: str | Path | None = None, timeout_s: float | None = None,
+                   cache: bool = True, confirm: bool | None = None,
+                   confirm_steps: int | None = None, devices: int | None = None,
+                   search: str | SearchMethod | None = None,
+                   ray_address: str | None = None) -> tuple[Path, list[PreparedSweep]]:
+    """One Ray sweep per accelerator type of a mixed cluster ("A100,H100"), each in its own
+    run directory under one parent; ``run_prepared_sweeps`` runs them at once."""
+    if isinstance(gpu_types, str):
+        gpu_types = [t.strip() for t in gpu_types.split(",") if t.strip()]
+    return prepare_by_type(_options(profile, gpu_mem=gpu_mem, headroom=headroom, start=start,
+                                    max_envs=max_envs, refine=refine, objective=objective,
+                                    out=out, resume=resume, timeout_s=timeout_s, cache=cache,
+                                    confirm=confirm, confirm_steps=confirm_steps,
+                                    devices=devices, search=search, executor="ray",
+                                    ray_address=ray_address),
+                           gpu_types or None)
+
+
+def run_prepared_sweeps(sweeps: Sequence[PreparedSweep],
+                        on_event: Callable[[str, Event], None] | None = None,
+                        on_trial: Callable[[str, Step, TrialResult], None] | None = None
+                        ) -> list[SweepOutcome]:
+    """Run several prepared sweeps at once (callbacks get each sweep's label, its type)."""
+    try:
+        run_sweeps(sweeps, on_event, on_trial)
+    finally:
+        for p in sweeps:
+            p.release()
+    return [outcome(p) for p in sweeps]
 
 
 def outcome(prepared: PreparedSweep, *, interrupted: bool = False) -> SweepOutcome:
@@ -178,7 +232,8 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
           timeout_s: float | None = None, cache: bool = True, standby: bool = True,
           confirm: bool | None = None, confirm_steps: int | None = None,
           devices: int | None = None, search: str | SearchMethod | None = None,
-          parallel: int = 1,
+          parallel: int = 1, executor: str | None = None, ray_address: str | None = None,
+          gpu_type: str | None = None,
           on_event: EventCallback | None = None) -> SweepOutcome:
     """The boundary under the budget (``search``: predictive, the default, aims with a memory
     model fitted to the trials so far; bisect doubles then bisects), then the measured pick.
@@ -191,7 +246,8 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
                              max_envs=max_envs, refine=refine, objective=objective, out=out,
                              resume=resume, timeout_s=timeout_s, cache=cache, standby=standby,
                              confirm=confirm, confirm_steps=confirm_steps, devices=devices,
-                             search=search, parallel=parallel)
+                             search=search, parallel=parallel, executor=executor,
+                             ray_address=ray_address, gpu_type=gpu_type)
     return run_prepared(prepared, on_event)
 
 
@@ -366,6 +422,46 @@ def emit_config(run_dirs: str | Path | Sequence[str | Path], *,
     """Tuned configs from measured trials only, one per budget (None: the sweep's own cap).
     Pure: nothing is written; the CLI decides where the texts go."""
     items = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
+    return _emit([load_run(d) for d in items], gpu_mem=gpu_mem, objective=objective,
+                 headroom=headroom, format=format, num_timesteps=num_timesteps,
+                 hydra_prefix=hydra_prefix)
+
+
+def expand_runs(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+    """Run directories, with a parent directory (a mixed-cluster sweep's) standing for the
+    runs under it."""
+    items = [paths] if isinstance(paths, str | Path) else list(paths)
+    return [run for item in items for run in find_runs(item)]
+
+
+def runs_by_card(paths: str | Path | Sequence[str | Path]) -> dict[str, list[Run]]:
+    """The runs under ``paths``, grouped by the card they measured (Ray's accelerator type,
+    else the GPU or CPU model), in the order first seen."""
+    cards: dict[str, list[Run]] = {}
+    for directory in expand_runs(paths):
+        run = load_run(directory)
+        cards.setdefault(run.header.card, []).append(run)
+    return cards
+
+
+def emit_cards(paths: str | Path | Sequence[str | Path], *,
+               gpu_mem: str | int | Sequence[str | int] | None = None,
+               objective: str | Objective = Objective.THROUGHPUT, headroom: Percent = None,
+               format: str | ConfigFormat = ConfigFormat.BRAX, num_timesteps: int | None = None,
+               hydra_prefix: str = "ppo"
+               ) -> list[tuple[str, Measurements, list[EmittedConfig]]]:
+    """Tuned configs per card from a mixed-cluster sweep's parent directory (or several run
+    directories): each card's runs merged on their own, never across cards."""
+    return [(card, *_emit(runs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
+                          format=format, num_timesteps=num_timesteps,
+                          hydra_prefix=hydra_prefix))
+            for card, runs in runs_by_card(paths).items()]
+
+
+def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | None,
+          objective: str | Objective, headroom: Percent, format: str | ConfigFormat,
+          num_timesteps: int | None, hydra_prefix: str
+          ) -> tuple[Measurements, list[EmittedConfig]]:
     if isinstance(gpu_mem, str):
         budgets: list[int | None] = list(dict.fromkeys(parse_sizes(gpu_mem, what="--gpu-mem")))
     elif gpu_mem is None:
@@ -386,7 +482,7 @@ def emit_config(run_dirs: str | Path | Sequence[str | Path], *,
     except ValueError:
         raise UserError(f"unknown format {format!r}: expected one of "
                         f"{', '.join(f.value for f in ConfigFormat)}") from None
-    source = merge_runs([load_run(d) for d in items])
+    source = merge_runs(runs)
     goal = as_objective(objective) or Objective.THROUGHPUT
     var = mem_fraction_var()
     out: list[EmittedConfig] = []

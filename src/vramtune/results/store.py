@@ -91,6 +91,11 @@ class RunHeader:
         """What the figures were measured on: the GPU, else the CPU model."""
         return self.gpu_name or str(self.machine.get("cpu", "unknown CPU"))
 
+    @property
+    def card(self) -> str:
+        """The card as a mixed cluster names it (Ray's accelerator type), else the device."""
+        return str(self.search.get("gpu_type") or self.device)
+
 
 @dataclass(frozen=True)
 class Run:
@@ -292,6 +297,20 @@ def results_path(directory: str | Path) -> Path:
         raise UserError(f"no results at {directory}: expected a run directory holding "
                         f"{RESULTS_FILE}")
     return path
+
+
+def find_runs(directory: str | Path) -> list[Path]:
+    """A run directory, or the run directories one level under a parent (a mixed-cluster
+    sweep writes one per accelerator type under one parent), sorted by name."""
+    path = Path(directory)
+    if (path / RESULTS_FILE).is_file() or path.name == RESULTS_FILE:
+        return [path]
+    runs = sorted(d for d in path.iterdir() if (d / RESULTS_FILE).is_file()) \
+        if path.is_dir() else []
+    if not runs:
+        raise UserError(f"no results at {directory}: expected a run directory holding "
+                        f"{RESULTS_FILE}, or a directory of such runs")
+    return runs
 
 
 def load_run(directory: str | Path) -> Run:

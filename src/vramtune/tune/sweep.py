@@ -6,12 +6,14 @@ can replace local subprocesses without touching the search.
 
 from __future__ import annotations
 
+import re
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramtune import machine
 from vramtune.errors import UserError
@@ -22,14 +24,16 @@ from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import DeviceFacts, measure_device
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest
-from vramtune.measure.wire import TrialStarted
+from vramtune.measure.wire import Event, TrialStarted
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import (
+    RESULTS_FILE,
     Run,
     RunHeader,
     RunLock,
     append_result,
     create_run,
+    find_runs,
     load_run,
     lock_run,
     measurement_key,
@@ -63,6 +67,9 @@ from vramtune.workload.profile import (
     profile_from_dict,
     safe_name,
 )
+
+if TYPE_CHECKING:
+    from vramtune.measure.ray_executor import NodeReport
 
 
 @dataclass(frozen=True)
@@ -116,12 +123,16 @@ class SweepState:
 
 
 def make_header(config: SweepConfig, nvml: Nvml | None, cap: str | None,
-                search: dict[str, Any]) -> RunHeader:
-    info = nvml.info if nvml else None
+                search: dict[str, Any], node: NodeReport | None = None) -> RunHeader:
+    """The run's header: this machine's, or with ``node`` the cluster node's the trials
+    run on (its CPU, card and versions are what the figures were measured with)."""
+    info = node.gpu if node is not None else nvml.info if nvml else None
     return RunHeader(profile_name=config.profile.name, profile_hash=config.profile.hash,
                      profile=config.profile.to_dict(), budget_bytes=config.budget_bytes,
-                     headroom_fraction=config.headroom_fraction, machine=machine.machine_summary(),
-                     versions=machine.versions(), gpu_name=info.name if info else None,
+                     headroom_fraction=config.headroom_fraction,
+                     machine=node.machine if node is not None else machine.machine_summary(),
+                     versions=node.versions if node is not None else machine.versions(),
+                     gpu_name=info.name if info else None,
                      gpu_driver=info.driver if info else None,
                      gpu_total_bytes=info.total_bytes if info else None, cap=cap, search=search)
 
@@ -130,7 +141,7 @@ def reusable(previous: Run | None, header: RunHeader, config: SweepConfig) -> li
     """Trials of an earlier run measuring exactly what this sweep would (same key)."""
     if previous is None:
         return []
-    wanted = measurement_key(config.profile.hash, config.budget_bytes, machine.versions(),
+    wanted = measurement_key(config.profile.hash, config.budget_bytes, header.versions,
                              header.device)
     return [r for r in previous.results if trial_key(previous.header, r)[1:] == wanted
             and (r.device_count or 1) == config.device_count]
@@ -163,6 +174,12 @@ class SweepOptions:
     devices: int | None = None  # None: 1, or a resumed run's
     search: SearchMethod | None = None  # default predictive; on resume the run's own
     parallel: int = 1  # trials at once on this machine (LocalExecutor)
+    executor: str | None = None  # "local" or "ray"; None: local, or on resume the run's own
+    ray_address: str | None = None  # None: a Ray cluster of the sweep's own on this machine
+    gpu_type: str | None = None  # Ray accelerator type (A100, H100, ...) the trials run on
+
+
+EXECUTORS = ("local", "ray")
 
 
 @dataclass
@@ -178,6 +195,8 @@ class PreparedSweep:
     nvml: Nvml
     warnings: list[str] = field(default_factory=list)
     lock: RunLock | None = None  # held on run_dir while this sweep may write it
+    label: str | None = None  # the accelerator type of one sweep among several
+    notice: str | None = None  # why GPU figures are missing where the trials run (NVML's)
 
     def release(self) -> None:
         """Let another process write the run directory (a process exit does it too)."""
@@ -221,6 +240,7 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     method = o.search
     budget_bytes, headroom, devices = o.budget_bytes, o.headroom_fraction, o.devices
     confirm, confirm_n = o.confirm, o.confirm_steps
+    kind, address, gpu_type = o.executor, o.ray_address, o.gpu_type
     lock: RunLock | None = None
     if o.resume is not None:
         directory = run_directory(o.resume)
@@ -261,6 +281,14 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
         devices = ran_on
         if method is None:  # runs from before issue 13 searched by bisection
             method = SearchMethod(searched.get("search", SearchMethod.BISECT))
+        if gpu_type is not None and searched.get("gpu_type") not in (None, gpu_type):
+            raise UserError(f"--gpu-types {gpu_type} differs from the accelerator type {o.resume} "
+                            f"was measured on ({searched['gpu_type']}); start a new sweep instead")
+        if kind is None:  # the executor the run was measured with, unless told otherwise
+            kind = searched.get("executor")
+            if kind == "ray":
+                address = address if address is not None else searched.get("ray_address")
+                gpu_type = gpu_type if gpu_type is not None else searched.get("gpu_type")
     else:
         prof = _as_profile(o.profile)
     headroom = DEFAULT_HEADROOM_FRACTION if headroom is None else headroom
@@ -276,8 +304,14 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     if start > max_envs:
         raise UserError(f"--start {start} is above --max-envs {max_envs}")
     devices = 1 if devices is None else devices
-    nvml = nvml if nvml is not None else Nvml()
-    facts = measure_device(nvml) if nvml.available else DeviceFacts(None, None)
+    kind = kind or "local"
+    if kind not in EXECUTORS:
+        raise UserError(f"unknown executor {kind!r}: expected one of {', '.join(EXECUTORS)}")
+    if kind != "ray" and (o.ray_address is not None or o.gpu_type is not None):
+        raise UserError("--ray-address and --gpu-types need --executor ray")
+    if kind == "ray" and o.parallel != 1:
+        raise UserError("--parallel is for the local executor: on Ray as many trials run at "
+                        "once as the cluster has GPUs (or CPUs)")
     confirm = True if confirm is None else confirm
     if confirm_n is not None and (isinstance(confirm_n, bool) or not isinstance(confirm_n, int)
                                   or not 1 <= confirm_n <= 1_000_000):
@@ -287,16 +321,113 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
                          compile_cache_dir=str(default_cache_dir() / "jax") if o.cache else None,
                          device_count=devices, objective=objective, confirm=confirm,
                          confirm_steps=confirm_n, search=method)
+    search = {"start": start, "max_envs": max_envs, "refine": refine,
+              "objective": str(objective), "confirm": confirm, "confirm_steps": confirm_n,
+              "devices": devices, "search": str(method), "parallel": o.parallel,
+              "executor": kind}
+    if previous is None and o.out is not None:
+        check_new_run(o.out)  # before a cluster is started or joined for nothing
     # Trials run under budget x (1 - headroom): an ok trial has then proven the headroom
     # whatever its peak's jitter, and on CPU the cap counts the data segment, which runs
     # above RSS, so a peak compared with a line after the fact proved nothing.
+    if kind == "ray":
+        from vramtune.measure.ray_executor import RAY_LOG, RayExecutor  # only when asked for
+
+        ray_executor = RayExecutor(config.limit_bytes, address=address, gpu_type=gpu_type,
+                                   devices=devices)
+        search.update(ray_address=address, gpu_type=gpu_type, parallel=ray_executor.parallel)
+        try:
+            prepared = _prepared(o, config, objective, previous, lock, nvml, ray_executor,
+                                 search, node=ray_executor.node)
+        except BaseException:
+            ray_executor.close()
+            raise
+        ray_executor.set_log(prepared.run_dir / RAY_LOG)
+        prepared.warnings.extend(ray_executor.warnings)
+        prepared.label = gpu_type
+        prepared.notice = ray_executor.node.nvml_notice
+        return prepared
+    nvml = nvml if nvml is not None else Nvml()
+    facts = measure_device(nvml) if nvml.available else DeviceFacts(None, None)
     cap = plan_cap(config.limit_bytes, nvml, facts.overhead_bytes, devices=devices,
                    runtime_total_bytes=facts.runtime_total_bytes)
-    header = make_header(config, nvml, cap.description,
-                         {"start": start, "max_envs": max_envs, "refine": refine,
-                          "objective": str(objective), "confirm": confirm,
-                          "confirm_steps": confirm_n, "devices": devices,
-                          "search": str(method), "parallel": o.parallel})
+    executor = LocalExecutor(cap, nvml, overhead_bytes=facts.overhead_bytes,
+                             runtime_total_bytes=facts.runtime_total_bytes, standby=o.standby,
+                             parallel=o.parallel)
+    prepared = _prepared(o, config, objective, previous, lock, nvml, executor, search)
+    if executor.parallel_note:
+        prepared.warnings.append(executor.parallel_note)
+    prepared.notice = nvml.notice
+    return prepared
+
+
+_TYPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def prepare_by_type(options: SweepOptions, gpu_types: Sequence[str] | None
+                    ) -> tuple[Path, list[PreparedSweep]]:
+    """One Ray sweep per accelerator type, each in its own run directory under one parent
+    (<parent>/<type>); on resume the parent's runs, each with its own type. Every type is
+    checked against the cluster before any directory is made."""
+    o = options
+    if o.resume is not None:
+        parent = o.resume
+        found = {load_run(d).header.search.get("gpu_type"): d for d in find_runs(parent)}
+        types = list(gpu_types) if gpu_types else [t for t in found if t]
+        lost = [t for t in types if t not in found]
+        if lost or not types:
+            raise UserError(f"{parent} holds no run for accelerator type(s) "
+                            f"{', '.join(lost) or 'named by --gpu-types'}: it holds "
+                            f"{', '.join(str(t) for t in found) or 'none'}")
+        dirs = {t: found[t] for t in types}
+    else:
+        types = list(dict.fromkeys(gpu_types or []))
+        if not types:
+            raise UserError("--gpu-types needs at least one accelerator type, e.g. A100,H100")
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        parent = o.out or Path("vramtune-runs") / f"{stamp}-{safe_name(_as_profile(o.profile).name)}"
+        dirs = {t: parent / t for t in types}
+    bad = [t for t in types if not _TYPE_NAME.fullmatch(str(t))]
+    if bad:
+        raise UserError(f"accelerator type {bad[0]!r} is not a name Ray uses (A100, H100, ...)")
+    if o.executor not in (None, "ray"):
+        raise UserError("--gpu-types needs --executor ray")
+    if o.resume is None:
+        for directory in dirs.values():
+            check_new_run(directory)
+    from vramtune.measure.ray_executor import check_types, cluster
+
+    prepared: list[PreparedSweep] = []
+    with cluster(o.ray_address) as ray:
+        check_types(ray, types)
+        try:
+            for gpu_type, directory in dirs.items():
+                one = replace(o, executor="ray", gpu_type=gpu_type, out=None, resume=directory) \
+                    if o.resume is not None else replace(o, executor="ray", gpu_type=gpu_type,
+                                                         out=directory)
+                prepared.append(prepare(one))
+        except BaseException:
+            for p in prepared:
+                p.executor.close()
+            raise
+    return parent, prepared
+
+
+def check_new_run(directory: Path) -> None:
+    path = directory / RESULTS_FILE
+    try:
+        held = path.is_file() and path.stat().st_size > 0
+    except (OSError, ValueError):
+        held = False  # create_run says why it cannot write there
+    if held:
+        raise UserError(f"{path} already holds results: use --resume {directory} to continue it")
+
+
+def _prepared(o: SweepOptions, config: SweepConfig, objective: Objective, previous: Run | None,
+              lock: RunLock | None, nvml: Nvml | None, executor: Executor,
+              search: dict[str, Any], node: NodeReport | None = None) -> PreparedSweep:
+    """The header, the run directory (created, or the resumed one) and what it reuses."""
+    header = make_header(config, nvml, executor.cap.description, search, node)
     state = SweepState()
     warnings: list[str] = []
     if previous is not None:
@@ -310,15 +441,10 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
                             f"versions, profile or device and are not reused")
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = o.out or Path("vramtune-runs") / f"{stamp}-{safe_name(prof.name)}"
+        run_dir = o.out or Path("vramtune-runs") / f"{stamp}-{safe_name(config.profile.name)}"
         lock = create_run(run_dir, header)
-    executor = LocalExecutor(cap, nvml, overhead_bytes=facts.overhead_bytes,
-                             runtime_total_bytes=facts.runtime_total_bytes, standby=o.standby,
-                             parallel=o.parallel)
-    if executor.parallel_note:
-        warnings.append(executor.parallel_note)
-    return PreparedSweep(config, objective, header, run_dir, state, executor, nvml, warnings,
-                         lock)
+    return PreparedSweep(config, objective, header, run_dir, state, executor,
+                         nvml if nvml is not None else Nvml(), warnings, lock)
 
 
 CONFIRM_FACTOR = 10  # a confirming run trains 10x a trial's training steps...
@@ -488,6 +614,47 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
     finally:
         executor.close()  # no standby process may outlive the sweep, however it ends
         state.sweep_wall_s += time.perf_counter() - started
+
+
+def run_sweeps(sweeps: Sequence[PreparedSweep],
+               on_event: Callable[[str, Event], None] | None = None,
+               on_trial: Callable[[str, Step, TrialResult], None] | None = None) -> None:
+    """Several sweeps at once (one per accelerator type of a mixed cluster), one thread
+    each; callbacks get the sweep's label. Ctrl-C (in this, the main thread) interrupts
+    every executor, whose threads cancel their trials; then it is raised here."""
+    failures: dict[int, BaseException] = {}
+
+    def work(index: int, p: PreparedSweep) -> None:
+        label = p.label or str(index)
+        try:
+            run_sweep(p.config, p.executor, p.run_dir, p.state,
+                      (lambda event: on_event(label, event)) if on_event else None,
+                      (lambda step, result: on_trial(label, step, result)) if on_trial else None)
+        except BaseException as exc:  # handed to the main thread
+            failures[index] = exc
+
+    threads = [threading.Thread(target=work, args=(i, p), daemon=True,
+                                name=f"vramtune-sweep-{p.label or i}")
+               for i, p in enumerate(sweeps)]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)  # short joins: a signal reaches this thread between them
+    except BaseException:
+        for p in sweeps:
+            interrupt = getattr(p.executor, "interrupt", None)
+            if interrupt is not None:
+                interrupt()
+        for thread in threads:
+            thread.join(60)
+        raise
+    for index in sorted(failures):
+        if not isinstance(failures[index], KeyboardInterrupt):
+            raise failures[index]
+    if failures:
+        raise KeyboardInterrupt
 
 
 def summary(state: SweepState, recommendation: Any, run_dir: Path) -> dict[str, Any]:
