@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -22,16 +24,23 @@ from vramtune.cli.common import (
     print_json,
     signals_as_exceptions,
 )
-from vramtune.cli.tables import sweep_rich
+from vramtune.cli.tables import rich_table, sweep_rich
 from vramtune.errors import UserError
 from vramtune.measure.wire import Event, Phase, Sample, TrialStarted
 from vramtune.records import Purpose, Status, TrialResult, any_gpu
+from vramtune.results.store import RESULTS_FILE
 from vramtune.tune.planner import SearchMethod
 from vramtune.tune.recommend import Objective
 from vramtune.tune.sweep import PreparedSweep, summary
 from vramtune.units import budget_label, format_bytes
+from vramtune.views.configs import cards_table
 from vramtune.views.runs import chosen_summary
 from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table
+
+
+class ExecutorKind(StrEnum):
+    LOCAL = "local"
+    RAY = "ray"
 
 
 class _Progress:
@@ -95,22 +104,44 @@ class _Progress:
         index = next((i for i, n in self.running.items() if n == result.num_envs), None)
         if index is not None:
             del self.running[index]
-        capped = ""
-        if result.cap_bytes is not None:
-            what, held = (("pool", "pool limit") if result.is_gpu
-                          else ("data segment", "cap"))
-            capped = (f"; {what} {format_bytes(result.cap_figure_bytes)} of the "
-                      f"{format_bytes(result.cap_figure_limit_bytes)} {held}")
-        purpose = "" if result.purpose is Purpose.SEARCH else f" [{result.purpose}]"
-        if result.shared_run:
-            purpose += " [shared run: steps/s not comparable]"
-        line = (f"  num_envs={result.num_envs}{purpose}: {result.status}, "
-                f"{fmt.rate(result.steps_per_s)} steps/s, peak {format_bytes(result.peak_bytes)} "
-                f"{result.memory_label}{capped}, {fmt.seconds(result.wall_s)}")
+        line = result_line(result)
         if self.live:
             self.live.console.print(line, markup=False)
         else:
             print(line, flush=True)
+
+
+def result_line(result: TrialResult) -> str:
+    """One finished trial in a line: status, speed, peak, how close to the cap."""
+    capped = ""
+    if result.cap_bytes is not None:
+        what, held = (("pool", "pool limit") if result.is_gpu
+                      else ("data segment", "cap"))
+        capped = (f"; {what} {format_bytes(result.cap_figure_bytes)} of the "
+                  f"{format_bytes(result.cap_figure_limit_bytes)} {held}")
+    purpose = "" if result.purpose is Purpose.SEARCH else f" [{result.purpose}]"
+    if result.shared_run:
+        purpose += " [shared run: steps/s not comparable]"
+    return (f"  num_envs={result.num_envs}{purpose}: {result.status}, "
+            f"{fmt.rate(result.steps_per_s)} steps/s, peak {format_bytes(result.peak_bytes)} "
+            f"{result.memory_label}{capped}, {fmt.seconds(result.wall_s)}")
+
+
+class _LabelledLines:
+    """Progress of several sweeps at once (one per card): plain lines tagged with the card,
+    printed from the sweeps' threads."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+
+    def event(self, label: str, event: Event) -> None:
+        if not self.quiet and isinstance(event, TrialStarted):
+            console.print(f"[{label}] trial {event.index}: num_envs={event.num_envs} "
+                          f"({event.reason})", markup=False, highlight=False)
+
+    def trial_done(self, label: str, result: TrialResult) -> None:
+        if not self.quiet:
+            console.print(f"[{label}]{result_line(result)}", markup=False, highlight=False)
 
 
 def _program() -> str:
@@ -126,20 +157,28 @@ def _nonempty(text: str, what: str) -> str:
     return text
 
 
-def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool) -> int:
+def _summary(prepared: PreparedSweep, interrupted: bool) -> dict[str, Any]:
+    rec = api.outcome(prepared, interrupted=interrupted).recommendation
+    data = summary(prepared.state, rec, prepared.run_dir)
+    data["interrupted"] = interrupted
+    return data
+
+
+def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *,
+                   next_line: bool = True) -> int:
     state, config, objective = prepared.state, prepared.config, prepared.objective
     run_dir = prepared.run_dir
     rec = api.outcome(prepared, interrupted=interrupted).recommendation
     if json_out:
-        data = summary(state, rec, run_dir)
-        data["interrupted"] = interrupted
-        print_json(data)
+        print_json(_summary(prepared, interrupted))
         return 0 if rec.chosen else 1
     table = sweep_table(state.results, rec, config.budget_bytes)
     gpu = any_gpu(state.results)
     shown_budget = format_bytes(config.budget_bytes) if config.budget_bytes else "none"
     title = (f"{config.profile.name}: budget {shown_budget}"
              f", headroom {config.headroom_fraction:.0%}, objective {objective}")
+    if prepared.label:
+        title = f"{prepared.label}: {title}"
     if len(table):
         console.print(sweep_rich(table, title=title))
     if not gpu and state.results:
@@ -160,9 +199,9 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool) -
     elif rec.notice:
         console.print(f"[bold red]no recommendation:[/] {escape(rec.notice)}")
     console.print(f"results: {escape(str(run_dir))}")
-    if interrupted:
+    if interrupted and next_line:
         console.print(f"next: {_program()} sweep --resume {escape(str(run_dir))}")
-    else:
+    elif next_line:
         budget_flag = f" --gpu-mem {budget_label(config.budget_bytes)}" if config.budget_bytes else ""
         console.print(f"next: {_program()} emit-config {escape(str(run_dir))}{budget_flag}")
     return 0 if rec.chosen else 1
@@ -211,16 +250,39 @@ def sweep(
              "their steps/s are re-measured alone where the objective compares them.")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the final JSON summary.")]
     = False,
+    executor: Annotated[ExecutorKind | None, typer.Option(
+        help="local: trials on this machine (default); ray: trials as Ray tasks, one GPU (or "
+             "CPU) each, as many at once as the cluster has.")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="Ray cluster to run on: auto, or HOST:PORT of its head "
+                              "(default: start one on this machine).")] = None,
+    gpu_types: Annotated[str | None, typer.Option(
+        "--gpu-types", help="Mixed cluster: one sweep per Ray accelerator type at once, e.g. "
+                            "A100,H100; each its own run directory under --out.")] = None,
 ) -> None:
     """Find the num_envs boundary under a memory budget from real trials, recommend."""
+    if profile is not None:
+        _nonempty(profile, "--profile")
+    kind = str(executor) if executor is not None else None
+    if gpu_types is not None or (resume is not None and _is_parent(Path(resume))):
+        if kind not in (None, "ray"):
+            raise UserError("--gpu-types needs --executor ray")
+        if parallel != 1:
+            raise UserError("--parallel is for the local executor: on Ray as many trials run "
+                            "at once as the cluster has GPUs (or CPUs)")
+        _sweep_types(profile, gpu_mem=gpu_mem, headroom=headroom, start=start,
+                     max_envs=max_envs, refine=refine, objective=objective, out=out,
+                     resume=resume, timeout_s=timeout, cache=cache, confirm=confirm,
+                     confirm_steps=confirm_steps, devices=devices, search=search,
+                     ray_address=ray_address, gpu_types=gpu_types, json_out=json_out)
     prepared = api.prepare_sweep(
-        profile if profile is None else _nonempty(profile, "--profile"), gpu_mem=gpu_mem,
+        profile, gpu_mem=gpu_mem,
         headroom=headroom, start=start, max_envs=max_envs, refine=refine, objective=objective,
         out=out, resume=resume, timeout_s=timeout, cache=cache, standby=standby,
         confirm=confirm, confirm_steps=confirm_steps, devices=devices, search=search,
-        parallel=parallel)
-    if prepared.nvml.notice and not json_out:
-        err_console.print(f"[dim]note: {escape(prepared.nvml.notice)}[/dim]")
+        parallel=parallel, executor=kind, ray_address=ray_address)
+    if prepared.notice and not json_out:
+        err_console.print(f"[dim]note: {escape(prepared.notice)}[/dim]")
     for warning in prepared.warnings:
         err_console.print(f"[yellow]warning:[/] {escape(warning)}")
     state = prepared.state
@@ -244,3 +306,57 @@ def sweep(
         last = (errors[0].error_message or "").strip().splitlines()[-1:] or [""]
         err_console.print(f"[red]error in num_envs={errors[0].num_envs}:[/] {escape(last[0])}")
     raise typer.Exit(code)
+
+
+def _is_parent(path: Path) -> bool:
+    """A mixed-cluster sweep's parent: run directories under it, no results of its own."""
+    try:
+        return (path.is_dir() and not (path / RESULTS_FILE).exists()
+                and any((d / RESULTS_FILE).is_file() for d in path.iterdir()))
+    except (OSError, ValueError):
+        return False  # prepare says what is wrong with it
+
+
+def _sweep_types(profile: str | None, *, gpu_types: str | None, json_out: bool,
+                 **options: Any) -> None:
+    """One sweep per accelerator type of a mixed Ray cluster, all at once."""
+    parent, sweeps = api.prepare_sweeps(profile, gpu_types=gpu_types, **options)
+    if not json_out:
+        for p in sweeps:
+            if p.notice:
+                err_console.print(f"[dim]note: [{escape(str(p.label))}] {escape(p.notice)}[/dim]")
+            for warning in p.warnings:
+                err_console.print(f"[yellow]warning:[/] [{escape(str(p.label))}] "
+                                  f"{escape(warning)}")
+        types = ", ".join(f"{p.label} ({p.executor.parallel} at once)" for p in sweeps)
+        console.print(f"sweeping {escape(types)} under {escape(str(parent))}")
+    lines = _LabelledLines(json_out)
+    interrupted: BaseException | None = None
+    try:
+        with signals_as_exceptions():
+            api.run_prepared_sweeps(sweeps, lines.event,
+                                    lambda label, step, result: lines.trial_done(label, result))
+    except (KeyboardInterrupt, Terminated) as stop:
+        interrupted = stop
+    chosen = all(api.outcome(p, interrupted=interrupted is not None).recommendation.chosen
+                 for p in sweeps)
+    if json_out:
+        print_json({"parent": str(parent), "interrupted": interrupted is not None,
+                    "sweeps": {str(p.label): _summary(p, interrupted is not None)
+                               for p in sweeps}})
+    else:
+        for p in sweeps:
+            _print_outcome(p, False, interrupted is not None, next_line=False)
+        if interrupted is None:
+            cards = [(card, source, [c.emission for c in configs])
+                     for card, source, configs in api.emit_cards(parent)]
+            console.print(rich_table(cards_table(cards), title="per card, at each sweep's cap"))
+            console.print(f"next: {_program()} emit-config {escape(str(parent))}")
+        else:
+            console.print(f"next: {_program()} sweep --resume {escape(str(parent))}")
+    if interrupted is not None:
+        how, code = ("terminated", 143) if isinstance(interrupted, Terminated) else \
+            ("interrupted", 130)
+        err_console.print(f"vramtune: {how}; measured trials are saved")
+        raise typer.Exit(code)
+    raise typer.Exit(0 if chosen else 1)
