@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +15,13 @@ from vramtune.results.store import RESULTS_FILE, load_run
 from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
 from vramtune.tune.recommend import Objective
 from vramtune.units import SIZE_HELP, budget_label
-from vramtune.views.configs import ConfigFormat, hydra_overrides, markdown_table, output_name
+from vramtune.views.configs import (
+    ConfigFormat,
+    cards_markdown,
+    hydra_overrides,
+    markdown_table,
+    output_name,
+)
 from vramtune.workload.profile import safe_name
 
 RUNS_DIR = Path("vramtune-runs")
@@ -68,8 +75,10 @@ def _targets(source: Measurements, emissions: list[Emission], fmt_: ConfigFormat
 
 def emit_config(
     run_dirs: Annotated[list[Path] | None, typer.Argument(
-        metavar="RUN_DIR", help="Sweep run directories (same workload and device; merged). "
-                                     "Default: the newest under ./vramtune-runs/.")] = None,
+        metavar="RUN_DIR", help="Sweep run directories (same workload and device; merged), or "
+                                "a mixed-cluster sweep's parent directory (one config and one "
+                                "table row per card). Default: the newest under "
+                                "./vramtune-runs/.")] = None,
     gpu_mem: Annotated[str | None, typer.Option(
         "--gpu-mem", help=f"Budget(s), comma-separated: one config per budget. Default: the "
                           f"sweep's own cap. {SIZE_HELP}.")] = None,
@@ -94,9 +103,15 @@ def emit_config(
     if not run_dirs:
         run_dirs = [newest_run()]
         _say(f"using the newest run: {run_dirs[0]}")
+    given = list(run_dirs)
+    run_dirs = api.expand_runs(run_dirs)  # a mixed-cluster sweep's parent: the runs under it
     for directory in run_dirs:
         for warning in load_run(directory).warnings:
             _say(f"warning: {warning}")
+    if len(api.runs_by_card(run_dirs)) > 1:
+        _emit_cards(given, run_dirs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
+                    format_=format_, output=output, num_timesteps=num_timesteps,
+                    hydra_prefix=hydra_prefix)
     source, configs = api.emit_config(run_dirs, gpu_mem=gpu_mem, objective=objective,
                                       headroom=headroom, format=format_,
                                       num_timesteps=num_timesteps, hydra_prefix=hydra_prefix)
@@ -139,3 +154,59 @@ def emit_config(
         console.print(text, markup=False, soft_wrap=True, end="")
     raise typer.Exit(1 if failed else 0)
 
+
+def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
+                objective: Objective, headroom: str | None, format_: ConfigFormat,
+                output: Path | None, num_timesteps: int | None, hydra_prefix: str) -> None:
+    """Runs of several cards (a mixed cluster's parent directory): one config per card and
+    budget, and the per-card quick-reference table, in -o DIR or <parent>/configs/."""
+    cards = api.emit_cards(run_dirs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
+                           format=format_, num_timesteps=num_timesteps,
+                           hydra_prefix=hydra_prefix)
+    if output is not None and output.exists() and not output.is_dir():
+        raise UserError(f"-o {output}: several cards write several files, so -o must be a "
+                        f"directory")
+    base = given[0] if len(given) == 1 and given[0] not in run_dirs else run_dirs[0].parent
+    folder = output if output is not None else base / "configs"
+    failed = False
+    files: list[list[str | None]] = []
+    for card, source, configs in cards:
+        names: list[str | None] = []
+        for config in configs:
+            emission, text = config.emission, config.text
+            tag = f"{card} {budget_label(emission.budget_bytes)}"
+            if emission.error or text is None:
+                failed = True
+                _say(f"error: {tag}: {emission.error}")
+                names.append(None)
+                continue
+            for notice in emission.notices:
+                if notice != CPU_NOTICE:
+                    _say(f"{tag}: notice: {notice}")
+            if emission.optimisation_change:
+                _say(f"{tag}: note: {emission.optimisation_change}")
+            if emission.predicted is not None:
+                _say(f"{tag}: {emission.predicted}")
+            name = output_name(f"{source.profile.name}-{_slug(card)}", emission.budget_bytes,
+                               format_)
+            _write(folder / name, text)
+            _say(f"wrote {folder / name}")
+            if format_ is ConfigFormat.HYDRA:
+                typer.echo(f"{tag}: {hydra_overrides(emission, hydra_prefix)}")
+            names.append(name)
+        files.append(names)
+    if any(CPU_NOTICE in c.emission.notices for _, _, configs in cards for c in configs):
+        _say(f"notice: {CPU_NOTICE}")
+    emissions = [(card, source, [c.emission for c in configs]) for card, source, configs in cards]
+    text = cards_markdown(emissions, files)
+    if any(name for names in files for name in names):
+        table = folder / f"{cards[0][1].profile.name}-cards.md"
+        _write(table, text)
+        _say(f"wrote {table}")
+    console.print(text, markup=False, soft_wrap=True, end="")
+    raise typer.Exit(1 if failed else 0)
+
+
+def _slug(card: str) -> str:
+    """A card's name as a file name part: 'NVIDIA A100-SXM4-80GB' -> 'NVIDIA-A100-SXM4-80GB'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", card).strip("-") or "card"

@@ -10,13 +10,15 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from vramtune import paths
+from vramtune import api, paths
 from vramtune.cli.common import console, err_console
-from vramtune.cli.tables import compare_rich, sweep_rich
+from vramtune.cli.tables import compare_rich, rich_table, sweep_rich
+from vramtune.errors import UserError
 from vramtune.results.store import Run, load_run
 from vramtune.tune.recommend import Objective, choose
 from vramtune.units import parse_percent
 from vramtune.views import runs as cmp
+from vramtune.views.configs import cards_markdown, cards_table
 from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table
 
 
@@ -95,11 +97,18 @@ def report(
 
 
 def compare(
-    run_a: Annotated[str, typer.Argument(help="First run directory (A).", show_default=False)],
-    run_b: Annotated[str, typer.Argument(help="Second run directory (B).", show_default=False)],
+    run_a: Annotated[str, typer.Argument(help="First run directory (A), or a mixed-cluster "
+                                              "sweep's parent directory alone.",
+                                         show_default=False)],
+    run_b: Annotated[str | None, typer.Argument(help="Second run directory (B).",
+                                                show_default=False)] = None,
     format: Annotated[TableFormat, typer.Option("--format", "-f", help="Output format.")] = TableFormat.TABLE,
 ) -> None:
-    """Two saved sweeps side by side (two GPUs, two versions): peaks, steps/s, B/A ratios."""
+    """Two saved sweeps side by side (two GPUs, two versions): peaks, steps/s, B/A ratios.
+    A parent directory of several cards' runs: the per-card quick-reference table."""
+    if run_b is None:
+        _compare_cards(run_a, format)
+        return
     a, b = _load(run_a), _load(run_b)
     table = cmp.compare_table(a, b)
     if format is TableFormat.CSV:
@@ -116,3 +125,29 @@ def compare(
         for warning in cmp.compare_warnings(a, b):
             console.print(f"[bold yellow]warning:[/] {escape(warning)}")
         console.print(compare_rich(table))
+
+
+def _compare_cards(parent: str, format: TableFormat) -> None:
+    """What each card of a mixed-cluster sweep gets at its sweep's own cap, side by side."""
+    runs = api.expand_runs(parent)
+    for directory in runs:
+        _load(str(directory))  # warnings, once
+    if len(runs) < 2:
+        raise UserError(f"compare needs two run directories, or a parent directory of several "
+                        f"runs; {parent} holds one run (see `vramtune report {parent}`)")
+    cards = [(card, source, [c.emission for c in configs])
+             for card, source, configs in api.emit_cards(runs)]
+    table = cards_table(cards)
+    if format is TableFormat.CSV:
+        sys.stdout.write(table.to_csv())
+    elif format is TableFormat.JSON:
+        sys.stdout.write(table.to_json())
+    elif format is TableFormat.MARKDOWN:
+        sys.stdout.write(cards_markdown(cards))
+    else:
+        console.print(rich_table(table, title=f"{cards[0][1].profile.name} per card, at each "
+                                              f"sweep's cap"))
+        for card, _source, emissions in cards:
+            for e in emissions:
+                if e.error:
+                    console.print(f"[red]{escape(card)}:[/] {escape(e.error)}")

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
+import pandas as pd
+
 from vramtune import fmt, yamlio
 from vramtune.errors import UserError
 from vramtune.measure.cap import DEFAULT_GPU_FRACTION
@@ -254,4 +256,71 @@ def markdown_table(source: Measurements, emissions: Sequence[Emission],
     for e in emissions:
         for text in ([e.error] if e.error else []) + [n for n in e.notices if n != CPU_NOTICE]:
             lines.append(f"- {budget_label(e.budget_bytes)}: {text}")
+    return "\n".join(lines) + "\n"
+
+
+# --- several cards (a mixed cluster's runs under one parent) ----------------------------------
+
+CardEmissions = tuple[str, Measurements, Sequence[Emission]]  # (card, its runs, per budget)
+
+
+def cards_table(cards: Sequence[CardEmissions],
+                files: Sequence[Sequence[str | None]] | None = None) -> Table:
+    """The quick-reference table across cards: one row per card and budget, measured
+    figures only (each card's own runs; a card's budget defaults to its sweep's cap)."""
+    shown_files = any(f for per_card in (files or []) for f in per_card)
+    columns = [Column("card", "card"), Column("device", "device", wrap=True),
+               Column("budget", "budget", "right"), Column("num_envs", "num_envs", "right"),
+               Column("batch_size", "batch_size", "right"),
+               Column("num_minibatches", "num_minibatches", "right"),
+               Column("peak", "measured peak", "right"), Column("memory", "memory"),
+               Column("steps_per_s", "steps/s", "right")]
+    if shown_files:
+        columns.append(Column("file", "file", code=True))
+    rows, raw = [], []
+    for i, (card, source, emissions) in enumerate(cards):
+        names = list(files[i]) if files is not None else [None] * len(emissions)
+        for emission, file in zip(emissions, names, strict=True):
+            r = emission.chosen
+            cells = [card, source.device, budget_label(emission.budget_bytes)]
+            if r is None:
+                cells += ["does not fit", fmt.NA, fmt.NA, fmt.NA, source.memory_label, fmt.NA]
+            else:
+                cells += [str(r.num_envs), str(r.batch_size), str(r.num_minibatches),
+                          format_bytes(r.peak_bytes), source.memory_label,
+                          fmt.rate(r.steps_per_s)]
+            rows.append(cells + [file or fmt.NA] if shown_files else cells)
+            raw.append({"card": card, "device": source.device,
+                        "budget_bytes": emission.budget_bytes,
+                        "num_envs": r.num_envs if r else None,
+                        "batch_size": r.batch_size if r else None,
+                        "num_minibatches": r.num_minibatches if r else None,
+                        "peak_bytes": r.peak_bytes if r else None, "memory": source.memory_label,
+                        "steps_per_s": r.steps_per_s if r else None,
+                        "confirmed": emission.recommendation.confirmation is not None,
+                        "run_dirs": source.label, **({"file": file} if shown_files else {})})
+    data = pd.DataFrame(raw).astype({"budget_bytes": "Int64", "num_envs": "Int64",
+                                     "batch_size": "Int64", "num_minibatches": "Int64",
+                                     "peak_bytes": "Int64", "steps_per_s": "Float64"}) \
+        if raw else None
+    return Table.from_rows(columns, rows, data=data)
+
+
+def cards_markdown(cards: Sequence[CardEmissions],
+                   files: Sequence[Sequence[str | None]] | None = None) -> str:
+    """The per-card quick-reference table, with what each card's figures can and cannot say."""
+    profile = cards[0][1].profile.name if cards else "?"
+    lines = [f"### {profile} per card", "", cards_table(cards, files).to_markdown().rstrip("\n")]
+    first = cards[0][2][0] if cards and cards[0][2] else None
+    if first is not None:
+        lines += ["", f"Objective {first.recommendation.objective}, headroom "
+                      f"{first.headroom_fraction:.0%}; measured by vramtune on "
+                      f"{_date(cards[0][1].created)}."]
+    for card, source, emissions in cards:
+        lines.append(f"- {card}: runs {source.label}")
+        if any(CPU_NOTICE in e.notices for e in emissions):
+            lines.append(f"  - {CPU_NOTICE}")
+        for e in emissions:
+            for text in ([e.error] if e.error else []) + [n for n in e.notices if n != CPU_NOTICE]:
+                lines.append(f"  - {budget_label(e.budget_bytes)}: {text}")
     return "\n".join(lines) + "\n"
