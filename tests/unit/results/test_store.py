@@ -106,3 +106,18 @@ def test_unwritable_run_directory_is_a_user_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(UserError, match="cannot write results"):
         create_run(blocker, header())
+
+
+def test_find_runs_reads_a_run_or_a_parent_of_runs(tmp_path):
+    from vramtune.results.store import find_runs
+
+    for card in ("H100", "A100"):
+        create_run(tmp_path / "mixed" / card, header(search={"gpu_type": card}))
+    (tmp_path / "mixed" / "configs").mkdir()  # not a run: ignored
+    assert find_runs(tmp_path / "mixed" / "A100") == [tmp_path / "mixed" / "A100"]
+    assert find_runs(tmp_path / "mixed") == [tmp_path / "mixed" / "A100",
+                                             tmp_path / "mixed" / "H100"]
+    assert load_run(tmp_path / "mixed" / "H100").header.card == "H100"
+    assert header().card == "AMD EPYC"  # no Ray type: the device
+    with pytest.raises(UserError, match="directory of such runs"):
+        find_runs(tmp_path / "mixed" / "configs")

@@ -249,3 +249,20 @@ def test_merge_counts_a_failed_repeat_against_its_size():
                                           (123, "123B")])
 def test_budget_labels(nbytes, label):
     assert budget_label(nbytes) == label
+
+
+def test_cards_table_has_one_row_per_card_and_budget_and_matches_golden():
+    from vramtune.views.configs import cards_markdown, cards_table
+
+    cpu, gpu = merge_runs([cpu_run()]), merge_runs([gpu_run()])
+    cards = [("H100", gpu, [choose_for_budget(gpu, b, Objective.THROUGHPUT)
+                            for b in (1 * GB, 8 * GB)]),
+             ("cpu", cpu, [choose_for_budget(cpu, None, Objective.THROUGHPUT)])]
+    table = cards_table(cards)
+    rows = table.records()
+    assert [(r["card"], r["budget_bytes"], r["num_envs"]) for r in rows] == \
+        [("H100", 1 * GB, None), ("H100", 8 * GB, 4096), ("cpu", 3 * GB, 512)]
+    assert rows[0]["peak_bytes"] is None  # does not fit: n/a, never 0
+    assert [r["memory"] for r in rows] == ["VRAM", "VRAM", "host RAM"]
+    files = [[None, "quick-H100-8GB.yaml"], ["quick-cpu-3GB.yaml"]]
+    assert_golden("cards-table.md", cards_markdown(cards, files))
