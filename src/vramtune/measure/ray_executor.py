@@ -39,14 +39,15 @@ from vramtune import machine
 from vramtune.errors import UserError
 from vramtune.machine import default_cache_dir
 from vramtune.measure.cap import Cap, plan_cap
+from vramtune.measure.executor import SHARED_NOTE
 from vramtune.measure.nvml import GpuInfo, Nvml
-from vramtune.measure.overhead import measure_overhead_bytes
+from vramtune.measure.overhead import DeviceFacts, measure_device
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
 from vramtune.measure.wire import Launched, Sample
 from vramtune.records import Status, TrialResult, utc_now
 
-RAY_LOG = "ray.log"  # kept in sync with tune.sweep.RAY_LOG
+RAY_LOG = "ray.log"  # Ray's own messages about a run (a worker died, a node was lost)
 ACCELERATOR_PREFIX = "accelerator_type:"
 SAMPLE_EVERY_S = 1.0  # samples cross the network at most this often (the sampler takes 10/s)
 WATCH_EVERY_S = 5.0
@@ -265,19 +266,22 @@ def _trial_environment(settings: dict[str, Any]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _node_cap(limit_bytes: int | None) -> tuple[Cap, Nvml]:
-    """The cap planned here, on the node: its card's total and its CUDA overhead."""
+def _node_cap(limit_bytes: int | None, devices: int) -> tuple[Cap, Nvml, DeviceFacts]:
+    """The cap planned here, on the node, for the GPU(s) Ray gave this task: their total and
+    their CUDA overhead (measured once per card model and driver, then cached on the node)."""
     nvml = Nvml()
-    overhead = measure_overhead_bytes(nvml) if limit_bytes and nvml.available else None
-    return plan_cap(limit_bytes, nvml, overhead), nvml
+    facts = measure_device(nvml) if nvml.available else DeviceFacts(None, None)
+    cap = plan_cap(limit_bytes, nvml, facts.overhead_bytes, devices=devices,
+                   runtime_total_bytes=facts.runtime_total_bytes)
+    return cap, nvml, facts
 
 
-def probe_node(limit_bytes: int | None, settings: dict[str, Any]) -> NodeReport:
+def probe_node(limit_bytes: int | None, devices: int, settings: dict[str, Any]) -> NodeReport:
     """Runs as a Ray task with a trial's resources: what a trial will find on that node."""
     import ray
 
     with _trial_environment(settings):
-        cap, nvml = _node_cap(limit_bytes)
+        cap, nvml, _ = _node_cap(limit_bytes, devices)
     return NodeReport(node_id=ray.get_runtime_context().get_node_id(),
                       hostname=socket.gethostname(), machine=machine.machine_summary(),
                       versions=dict(machine.versions()), gpu=nvml.info, cap=cap,
@@ -313,13 +317,15 @@ def trial_task(request: TrialRequest, settings: dict[str, Any]) -> Iterator[tupl
         events.put(("event", event))
 
     with _trial_environment(settings):
-        cap, nvml = _node_cap(request.enforced_bytes)
+        cap, nvml, facts = _node_cap(request.enforced_bytes, request.device_count)
         if request.compile_cache_dir is not None:  # the worker's own cache, not the driver's path
             request = replace(request, compile_cache_dir=str(default_cache_dir() / "jax"))
 
         def work() -> None:
             try:
-                box["result"] = run_trial(request, on_event, cap=cap, nvml=nvml)
+                box["result"] = run_trial(request, on_event, cap=cap, nvml=nvml,
+                                          overhead_bytes=facts.overhead_bytes,
+                                          runtime_total_bytes=facts.runtime_total_bytes)
             except BaseException as exc:  # handed to the task's thread, raised there
                 box["error"] = exc
             events.put(None)
@@ -359,6 +365,7 @@ class _Slot:
     where: dict[str, Any] | None = None  # the current attempt's first item: it has started
     history: list[str] = field(default_factory=list)  # how earlier attempts ended
     cancelled_why: str | None = None  # set by the watchdog before it cancels
+    shared: bool = False  # CPU nodes: ran beside another trial on the same node
 
 
 class RayExecutor:
@@ -368,13 +375,20 @@ class RayExecutor:
     ``address``: None starts a Ray cluster on this machine for the sweep; "auto" or
     HOST:PORT joins a running one (``ray start``). ``cap`` is the cap a probe task planned on
     a node of the kind the trials run on; every trial plans its own on its node.
+
+    A GPU trial has its GPU(s) to itself, so its steps/s count. On CPU-only nodes trials
+    share the cores: one that ran beside another on its node is marked ``shared_run`` (its
+    memory verdict holds, its steps/s do not), and a request that must run ``alone`` runs
+    with nothing else of this executor in flight. (Two executors of a mixed sweep on one
+    CPU node do not see each other's trials: a test setup, not a GPU cluster's.)
     """
 
     def __init__(self, limit_bytes: int | None, *, address: str | None = None,
-                 gpu_type: str | None = None, cpus_per_trial: int = 1,
+                 gpu_type: str | None = None, devices: int = 1, cpus_per_trial: int = 1,
                  max_attempts: int = 2) -> None:
         self.address = address
         self.gpu_type = gpu_type
+        self.devices = devices
         self.cpus_per_trial = cpus_per_trial
         self.max_attempts = max_attempts
         self.log_path: Path | None = None
@@ -406,9 +420,12 @@ class RayExecutor:
                 if self.gpu_type is None or f"{ACCELERATOR_PREFIX}{self.gpu_type}" in n.resources]
         gpus = sum(int(n.resources.get("GPU", 0)) for n in mine)
         self.on_gpu = gpus > 0
-        if self.on_gpu:
-            self.parallel = gpus
-            self.options: dict[str, Any] = {"num_gpus": 1, "num_cpus": 1}
+        if self.on_gpu:  # a trial's devices on one node: brax pmaps over local devices
+            self.parallel = sum(int(n.resources.get("GPU", 0)) // self.devices for n in mine)
+            self.options: dict[str, Any] = {"num_gpus": self.devices, "num_cpus": 1}
+            if self.parallel < 1:
+                raise UserError(f"--devices {self.devices}: no Ray node has that many GPUs"
+                                + (f" of type {self.gpu_type}" if self.gpu_type else ""))
         else:
             cpus = sum(int(n.resources.get("CPU", 0)) for n in mine)
             self.parallel = cpus // self.cpus_per_trial
@@ -438,7 +455,7 @@ class RayExecutor:
         what = self.resources_text
         probe = ray.remote(probe_node).options(**{k: v for k, v in self.options.items()
                                                    if k not in ("retry_exceptions",)})
-        ref = probe.remote(limit_bytes, self.settings)
+        ref = probe.remote(limit_bytes, self.devices, self.settings)
         try:
             report = ray.get(ref, timeout=PROBE_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
@@ -460,7 +477,8 @@ class RayExecutor:
 
     @property
     def resources_text(self) -> str:
-        what = "one GPU" if getattr(self, "on_gpu", False) else f"{self.cpus_per_trial} CPU"
+        what = (f"{self.devices} GPU(s)" if getattr(self, "on_gpu", False)
+                else f"{self.cpus_per_trial} CPU")
         return what + (f" of type {self.gpu_type}" if self.gpu_type else "")
 
     def set_log(self, path: Path) -> None:
@@ -476,6 +494,7 @@ class RayExecutor:
     def _submit(self, slot: _Slot) -> Any:
         slot.attempt += 1
         slot.where = None
+        slot.shared = False
         gen = self._task.remote(slot.request, self.settings)
         self._live[gen] = slot
         return gen
@@ -488,17 +507,20 @@ class RayExecutor:
         if self._closed:
             raise RuntimeError("this RayExecutor is closed")
         ray = self.ray
+        waiting: list[_Slot] = []
         for request in requests:
             invalid = invalid_result(request)
             if invalid is not None:
                 yield invalid
             else:
-                self._submit(_Slot(request))
+                waiting.append(_Slot(request))
         last_watch = time.monotonic()
         try:
-            while self._live:
+            while self._live or waiting:
                 if self._stop.is_set():
                     raise KeyboardInterrupt
+                while waiting and self._may_start(waiting[0].request):
+                    self._submit(waiting.pop(0))
                 ready, _ = ray.wait(list(self._live), num_returns=1, timeout=0.5)
                 for gen in ready:
                     result = self._take(gen, on_event)
@@ -510,6 +532,16 @@ class RayExecutor:
         finally:
             if self._live:  # interrupted, closed, or the consumer stopped early
                 self._cancel_live()
+
+    def _may_start(self, request: TrialRequest) -> bool:
+        """Each GPU trial has its device(s) to itself. On CPU nodes trials share the cores:
+        a trial whose steps/s must count (``alone``) runs with nothing else in flight, and
+        nothing starts beside it."""
+        if self.on_gpu:
+            return True
+        if request.alone:
+            return not self._live
+        return not any(s.request.alone for s in self._live.values())
 
     def _take(self, gen: Any, on_event: EventCallback | None) -> TrialResult | None:
         """Handle the next item of a ready trial: an event, its result, or its failure."""
@@ -547,6 +579,11 @@ class RayExecutor:
             return self._failed(slot, "crash", type(exc).__name__, _exception_text(exc))
         if kind == "where":
             slot.where = payload
+            if not self.on_gpu:  # two trials on one CPU node share its cores
+                for other in self._live.values():
+                    if other is not slot and other.where is not None \
+                            and other.where.get("node_id") == payload.get("node_id"):
+                        other.shared = slot.shared = True
         elif kind == "event":
             if on_event is not None:
                 on_event(payload)
@@ -566,7 +603,10 @@ class RayExecutor:
             notes.extend(slot.history)
             notes.append(f"retried once after a Ray system failure: attempt {slot.attempt} "
                          f"measured this record")
-        return replace(result, notes=tuple(notes))
+        shared = slot.shared and result.status is not Status.INVALID
+        if shared:
+            notes.append(SHARED_NOTE)
+        return replace(result, notes=tuple(notes), shared_run=shared or result.shared_run)
 
     def _failed(self, slot: _Slot, status: str, error_type: str, message: str) -> TrialResult:
         """A record for a trial that never reported: Ray lost it, or our code raised."""
@@ -586,7 +626,8 @@ class RayExecutor:
             unroll_length=profile.unroll_length, backend=self.cap.backend,
             budget_bytes=request.budget_bytes, cap=self.cap.description,
             cap_bytes=request.enforced_bytes, purpose=request.purpose,
-            training_steps=request.training_steps, error_type=error_type,
+            training_steps=request.training_steps, device_count=request.device_count,
+            error_type=error_type,
             error_message=message, versions=dict(self.node.versions),
             gpu_name=self.node.gpu.name if self.node.gpu else None,
             gpu_driver=self.node.gpu.driver if self.node.gpu else None,
