@@ -303,10 +303,13 @@ def find_runs(directory: str | Path) -> list[Path]:
     """A run directory, or the run directories one level under a parent (a mixed-cluster
     sweep writes one per accelerator type under one parent), sorted by name."""
     path = Path(directory)
-    if (path / RESULTS_FILE).is_file() or path.name == RESULTS_FILE:
-        return [path]
-    runs = sorted(d for d in path.iterdir() if (d / RESULTS_FILE).is_file()) \
-        if path.is_dir() else []
+    try:
+        if (path / RESULTS_FILE).is_file() or path.name == RESULTS_FILE:
+            return [path]
+        runs = sorted(d for d in path.iterdir() if (d / RESULTS_FILE).is_file()) \
+            if path.is_dir() else []
+    except (OSError, ValueError):  # unreadable, or a NUL byte in the path
+        runs = []
     if not runs:
         raise UserError(f"no results at {directory}: expected a run directory holding "
                         f"{RESULTS_FILE}, or a directory of such runs")
