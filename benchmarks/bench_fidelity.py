@@ -59,13 +59,17 @@ def save(path: Path, data: dict) -> dict:
     return data
 
 
+SWEEP_OPTS: list[str] = ["--start", "256"]  # main() replaces it from --objective / --start
+HEADROOM = 0.10  # the sweep's default headroom: its trials run under B x (1 - HEADROOM)
+
+
 def run_sweep(budget: str, out: Path, confirm: bool) -> dict:
     """One sweep; stdout, stderr and a wall file beside its run directory, reused if there."""
     stem = out.parent / out.name
     wall_file = stem.with_suffix(".wall")
     if not wall_file.exists():
         args = [sys.executable, "-m", "vramtune.cli.app", "sweep", "--profile", "quick",
-                "--gpu-mem", budget, "--start", "256", "--no-cache", "--json", "--out", str(out)]
+                "--gpu-mem", budget, *SWEEP_OPTS, "--no-cache", "--json", "--out", str(out)]
         if not confirm:
             args.append("--no-confirm")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -97,6 +101,9 @@ def run_sweep(budget: str, out: Path, confirm: bool) -> dict:
                                         "num_minibatches", "training_steps", "cap_bytes",
                                         "host_peak_data_bytes", "host_peak_rss_bytes",
                                         "wall_s", "error_message")} for r in rows],
+        # Same run, same load: the share of the sweep's wall that its proof runs took.
+        "proof_wall_s": round(sum(r.get("wall_s") or 0 for r in rows
+                                  if r.get("purpose") in ("confirm", "repeat")), 1),
     }
 
 
@@ -189,9 +196,14 @@ def one_budget(budget: str, root: Path, ratio: bool, stop_at: dt.datetime,
               f"({r['message']}) {r['wall_s']} s")
     above = sorted({r["num_envs"] for r in sw["rows"] if r["num_envs"] > n})
     summary["next_size"] = above[0] if above else None
+    # The next size is run under the cap the sweep's trials were held to, B x (1 - headroom):
+    # the line the recommendation promises to stay under. Under the full B it may survive
+    # by the headroom itself, which says nothing about where the sweep put the edge.
+    line = int(cap * (1 - HEADROOM))
+    summary["next_cap_bytes"] = line
     if above and "next_run" not in summary and time_ok(f"user run at {above[0]}"):
         # The next size's batch follows the profile's scaling (user_train's default).
-        summary["next_run"] = user_runs(above[0], None, nmb, cap, 1, stop_at, bdir)[0]
+        summary["next_run"] = user_runs(above[0], None, nmb, line, 1, stop_at, bdir)[0]
         save_summary()
     if "next_run" in summary:
         r = summary["next_run"]
@@ -204,7 +216,7 @@ def one_budget(budget: str, root: Path, ratio: bool, stop_at: dt.datetime,
 def table(root: Path, budgets: list[str]) -> str:
     """The README table from the saved summaries."""
     head = ("| budget | sweep: trials, boundary | recommended (N, batch x nmb) | confirmed | "
-            "user runs of N, 2 at once (peak VmData MiB) | next size: user run | "
+            "user runs of N, 2 at once, cap B (peak VmData MiB) | next size: user run, cap B x 0.9 | "
             "sweep wall (s), with / without confirmation |")
     lines = [head, "|" + " --- |" * 7]
     for b in budgets:
@@ -226,8 +238,11 @@ def table(root: Path, budgets: list[str]) -> str:
         nxt = (f"{s.get('next_size')}: {nr['status']} ({mib(nr['peak_vmdata'])}, "
                f"{nr['training_steps']} steps)") if nr else f"{s.get('next_size')}: not run"
         nc = s.get("sweep_no_confirm")
+        proof = sw.get("proof_wall_s")
+        within = (f"; within the run {sw['wall_s']} / {sw['wall_s'] - proof:.1f} = "
+                  f"{sw['wall_s'] / (sw['wall_s'] - proof):.2f}x" if proof else "")
         wall = (f"{sw['wall_s']} / {nc['wall_s']} = {s['confirm_wall_ratio']}x" if nc
-                else f"{sw['wall_s']} / n/a")
+                else f"{sw['wall_s']} / n/a") + within
         conf = (sw.get("confirmed_line") or "none").replace("|", "/")
         lines.append(f"| {b} | {sw['trials']}, {sw['stopped_because']} | {rec.get('num_envs')} "
                      f"({rec.get('batch_size')} x {rec.get('num_minibatches')}) | {conf} | "
@@ -245,6 +260,10 @@ def main() -> None:
     p.add_argument("--min-left", type=float, default=240.0,
                    help="seconds that must remain before --stop-at to start a step")
     p.add_argument("--results", default=str(HERE / "results" / "fidelity"))
+    p.add_argument("--objective", default=None,
+                   help="the sweep's --objective (max-envs aims at the edge, for the "
+                        "'within one refinement step' criterion; default: vramtune's)")
+    p.add_argument("--start", default="256", help="the sweep's --start ('' = the profile's)")
     p.add_argument("--table", action="store_true",
                    help="only print the README table from the saved results")
     args = p.parse_args()
@@ -257,6 +276,8 @@ def main() -> None:
         stop_at = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
     else:
         stop_at = now + dt.timedelta(days=1)
+    SWEEP_OPTS[:] = (["--start", args.start] if args.start else []) + \
+        (["--objective", args.objective] if args.objective else [])
     banner("fidelity: vramtune's recommendation vs the user's own long training (issue 10)")
     print(f"load average at start: {load_average()}; {os.cpu_count()} cores")
     root = Path(args.results)

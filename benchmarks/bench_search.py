@@ -130,19 +130,29 @@ def main() -> None:
                         help="GB caps to replay on the recorded curve (keep them where "
                              "trials measured peaks: beyond, the curve is extrapolated)")
     parser.add_argument("--verify-truth", action="store_true")
-    parser.add_argument("--json-out", type=Path, default=None)
+    parser.add_argument("--json-out", type=Path, default=None,
+                        help="the runs so far, rewritten after each sweep (a cut run keeps them)")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="keep the sweeps' run directories here (default: a temp dir)")
     args = parser.parse_args()
     banner("search benchmark: bisect vs predictive (quick, CPU)")
     print(f"load average at start: {load()}")
     runs: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp_name:
-        tmp = Path(tmp_name)
+        tmp = args.work or Path(tmp_name)
+        tmp.mkdir(parents=True, exist_ok=True)
+
+        def keep() -> None:
+            if args.json_out:
+                args.json_out.write_text(json.dumps({"runs": runs}, indent=1))
+
         budgets = [b.strip() for b in args.budgets.split(",") if b.strip()]
         for i, budget in enumerate(budgets):
             order = ["bisect", "predictive"] if i % 2 == 0 else ["predictive", "bisect"]
             for method in order:
                 run = sweep(budget, method, tmp / f"{budget}-{method}")
                 runs.append(run)
+                keep()
                 print(f"{budget} {method}: {run['search_trials']} search trials "
                       f"{[s[0] for s in run['sizes']]}, found {run['found']} "
                       f"(fails {run['fails']}), boundary wall {run['boundary_wall_s']:.0f} s, "
@@ -151,6 +161,7 @@ def main() -> None:
         if args.parallel_budget:
             run = sweep(args.parallel_budget, "predictive", tmp / "parallel2", parallel=2)
             runs.append(run)
+            keep()
             print(f"{args.parallel_budget} predictive --parallel 2: {run['rounds']} rounds "
                   f"({run['search_rounds']} search), {run['trials']} trials {run['sizes']}, "
                   f"found {run['found']}, boundary wall {run['boundary_wall_s']:.0f} s, sweep "
