@@ -244,9 +244,9 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     lock: RunLock | None = None
     if o.resume is not None:
         directory = run_directory(o.resume)
-        load_run(directory)  # a damaged run is refused before a lock file is made in it
-        lock = lock_run(directory)  # then read again under the lock: two resumes at once
-        previous = load_run(directory)  # would run the same size twice
+        # A damaged run, or options that contradict it, are refused before a lock file is
+        # made in it (a refused resume leaves the directory as it found it).
+        previous = load_run(directory)
         header = previous.header
         if o.profile is not None and _as_profile(o.profile).hash != header.profile_hash:
             raise UserError(f"--profile {o.profile} differs from the profile {o.resume} was "
@@ -327,6 +327,9 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
               "executor": kind}
     if previous is None and o.out is not None:
         check_new_run(o.out)  # before a cluster is started or joined for nothing
+    if o.resume is not None:  # every option checked: lock, then read again under the lock
+        lock = lock_run(directory)  # (two resumes at once would run the same size twice)
+        previous = load_run(directory)
     # Trials run under budget x (1 - headroom): an ok trial has then proven the headroom
     # whatever its peak's jitter, and on CPU the cap counts the data segment, which runs
     # above RSS, so a peak compared with a line after the fact proved nothing.

@@ -132,3 +132,33 @@ def test_quick_candidates_keep_four_unrolls_per_step():
     grow = SweepConfig(go1, int(8e9), 0.1, 1024, 16384, None).space()
     shape = go1.shape_for(1152)
     assert shape is not None and grow.is_valid(1152) and not grow.candidate(1152)
+
+
+def _run_without_lock(tmp_path):
+    from vramtune import machine
+    from vramtune.results.store import LOCK_FILE, RunHeader, create_run
+
+    directory = tmp_path / "run"
+    lock = create_run(directory, RunHeader(QUICK.name, QUICK.hash, QUICK.to_dict(), 10**9, 0.1,
+                                           machine.machine_summary(), machine.versions()))
+    lock.release()
+    (directory / LOCK_FILE).unlink()  # as a copied or hand-made run directory has it
+    return directory, directory / LOCK_FILE
+
+
+def test_a_refused_resume_leaves_the_run_directory_as_it_found_it(tmp_path):
+    """Found by the CLI fuzz pass: `sweep --resume RUN --profile other` was refused, but only
+    after it had made RUN/.lock. Every option is checked before the lock file is made."""
+    import pytest
+
+    from vramtune.errors import UserError
+    from vramtune.tune.sweep import SweepOptions, prepare
+
+    directory, lock_file = _run_without_lock(tmp_path)
+    for bad in (SweepOptions(resume=directory, profile="ant"),
+                SweepOptions(resume=directory, budget_bytes=2 * 10**9),
+                SweepOptions(resume=directory, start=4096, max_envs=128),
+                SweepOptions(resume=directory, confirm_steps=0)):
+        with pytest.raises(UserError):
+            prepare(bad)
+        assert not lock_file.exists(), bad
