@@ -523,11 +523,14 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
     elif config.objective is Objective.KNEE:
         sizes = sorted(set(fitting) | {n for n in doubling_sizes(space) if n < fitting[0]},
                        reverse=True)
+    by_size: dict[int, list[TrialResult]] = {}
+    for r in results:  # one pass: a resumed file may hold thousands of sizes (was quadratic)
+        by_size.setdefault(r.num_envs, []).append(r)
     best: TrialResult | None = None
     for n in sizes:
-        alone = [r for r in results if r.num_envs == n and not r.shared_run]
+        alone = [r for r in by_size.get(n, ()) if not r.shared_run]
         if not alone:
-            shared = any(r.num_envs == n for r in results)
+            shared = n in by_size
             why = ("its runs so far shared the device, so their steps/s do not count" if shared
                    else f"the {config.objective} objective compares its steps/s")
             return [Step(Phase.ALONE, n, f"measuring {n} envs alone: {why}")]

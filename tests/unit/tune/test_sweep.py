@@ -162,3 +162,20 @@ def test_a_refused_resume_leaves_the_run_directory_as_it_found_it(tmp_path):
         with pytest.raises(UserError):
             prepare(bad)
         assert not lock_file.exists(), bad
+
+
+def test_a_results_file_of_thousands_of_sizes_is_planned_in_one_pass():
+    """Found by the CLI fuzz pass: `sweep --resume` of a 20,000-line results file spent 132 s
+    in alone_steps (one scan of every result per size). Bounded work: one pass now; the
+    bound here is generous (it was ~100x over it), for a loaded CI machine."""
+    import time
+
+    from vramtune.tune.planner import SearchSpace
+
+    results = [rec(n, sps=1_000.0 + n, shared=True) for n in range(4, 80_004, 4)]
+    space = SearchSpace(start=4, max_envs=80_000, refine=0, limit_bytes=int(1.2e9),
+                        is_valid=lambda n: True)
+    started = time.perf_counter()
+    steps = alone_steps(config(), results, space)
+    assert time.perf_counter() - started < 10
+    assert [s.num_envs for s in steps] == [80_000]  # the largest fitting size, run alone
