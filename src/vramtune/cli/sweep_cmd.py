@@ -30,7 +30,7 @@ from vramtune.measure.wire import Event, Phase, Sample, TrialStarted
 from vramtune.records import Purpose, Status, TrialResult, any_gpu
 from vramtune.results.store import RESULTS_FILE
 from vramtune.tune.planner import SearchMethod
-from vramtune.tune.recommend import Objective
+from vramtune.tune.recommend import Objective, Recommendation
 from vramtune.tune.sweep import PreparedSweep, summary
 from vramtune.units import budget_label, format_bytes
 from vramtune.views.configs import cards_table
@@ -157,8 +157,10 @@ def _nonempty(text: str, what: str) -> str:
     return text
 
 
-def _summary(prepared: PreparedSweep, interrupted: bool) -> dict[str, Any]:
-    rec = api.outcome(prepared, interrupted=interrupted).recommendation
+def _summary(prepared: PreparedSweep, interrupted: bool,
+             rec: Recommendation | None = None) -> dict[str, Any]:
+    if rec is None:
+        rec = api.outcome(prepared, interrupted=interrupted).recommendation
     data = summary(prepared.state, rec, prepared.run_dir)
     data["interrupted"] = interrupted
     return data
@@ -170,7 +172,7 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
     run_dir = prepared.run_dir
     rec = api.outcome(prepared, interrupted=interrupted).recommendation
     if json_out:
-        print_json(_summary(prepared, interrupted))
+        print_json(_summary(prepared, interrupted, rec))  # rec: chosen once, above
         return 0 if rec.chosen else 1
     table = sweep_table(state.results, rec, config.budget_bytes)
     gpu = any_gpu(state.results)

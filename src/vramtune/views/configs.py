@@ -253,10 +253,14 @@ def markdown_table(source: Measurements, emissions: Sequence[Emission],
                   f"{_date(source.created)} (run {source.label})."]
     if any(CPU_NOTICE in e.notices for e in emissions):
         lines.append(f"Note: {CPU_NOTICE}.")
-    for e in emissions:
-        for text in ([e.error] if e.error else []) + [n for n in e.notices if n != CPU_NOTICE]:
-            lines.append(f"- {budget_label(e.budget_bytes)}: {text}")
+    lines += _budget_notes(emissions, "- ")
     return "\n".join(lines) + "\n"
+
+
+def _budget_notes(emissions: Sequence[Emission], bullet: str) -> list[str]:
+    """Each budget's error and notices (the CPU notice is said once, by the caller)."""
+    return [f"{bullet}{budget_label(e.budget_bytes)}: {text}" for e in emissions
+            for text in ([e.error] if e.error else []) + [n for n in e.notices if n != CPU_NOTICE]]
 
 
 # --- several cards (a mixed cluster's runs under one parent) ----------------------------------
@@ -320,7 +324,5 @@ def cards_markdown(cards: Sequence[CardEmissions],
         lines.append(f"- {card}: runs {source.label}")
         if any(CPU_NOTICE in e.notices for e in emissions):
             lines.append(f"  - {CPU_NOTICE}")
-        for e in emissions:
-            for text in ([e.error] if e.error else []) + [n for n in e.notices if n != CPU_NOTICE]:
-                lines.append(f"  - {budget_label(e.budget_bytes)}: {text}")
+        lines += _budget_notes(emissions, "  - ")
     return "\n".join(lines) + "\n"
