@@ -6,6 +6,7 @@ can replace local subprocesses without touching the search.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -445,6 +446,7 @@ def _prepared(o: SweepOptions, config: SweepConfig, objective: Objective, previo
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = o.out or Path("vramtune-runs") / f"{stamp}-{safe_name(config.profile.name)}"
+        run_dir = Path(os.path.normpath(run_dir))  # as create_run makes it: 'next:' must work
         lock = create_run(run_dir, header)
     return PreparedSweep(config, objective, header, run_dir, state, executor,
                          nvml if nvml is not None else Nvml(), warnings, lock)

@@ -121,3 +121,10 @@ def test_find_runs_reads_a_run_or_a_parent_of_runs(tmp_path):
     assert header().card == "AMD EPYC"  # no Ray type: the device
     with pytest.raises(UserError, match="directory of such runs"):
         find_runs(tmp_path / "mixed" / "configs")
+
+
+def test_a_dotted_path_makes_only_the_directory_it_names(tmp_path):
+    """`--out ../../x/..` names the folder above x: x itself must not be made on the way."""
+    create_run(tmp_path / "run" / "x" / "..", header()).release()
+    assert (tmp_path / "run" / "results.jsonl").is_file()
+    assert not (tmp_path / "run" / "x").exists()
