@@ -8,9 +8,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
+
+# Property tests: the default profile is derandomized with no example database, so CI and a
+# fresh clone run the same examples every time (a red run is reproducible, a green one is not
+# luck) and nothing is written to .hypothesis/. Each test keeps its own max_examples and
+# per-example deadline (the time bound). HYPOTHESIS_PROFILE=explore searches afresh: random
+# seeds and the local database (replays past failures); run it now and then to look further.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -326,6 +326,27 @@ class Corpus:
             os.symlink("results.jsonl", loop)
         self.items += [Item("run", f"runs/{n}", "special-file", USAGE)
                        for n in ("results-is-dir", "results-is-fifo", "results-symlink-loop")]
+        # A run directory copied or shared can hold links: reading through them is fine, a
+        # write through them would land outside the run (test_links_in_run_directories).
+        good = "".join(json.dumps(x) + "\n" for x in (h, *t))
+        self.write("runs/link-lock/results.jsonl", good)
+        self.write("runs/link-configs/results.jsonl", good)
+        self.write("runs/link-configs-target/.keep", "")
+        links = {"runs/link-lock/.lock": "../link-lock-target",  # dangling: O_CREAT makes it
+                 "runs/link-results/results.jsonl": "../control-good/results.jsonl",
+                 "runs/link-configs/configs": "../link-configs-target"}
+        for rel, target in links.items():
+            link = self.root / rel
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.is_symlink():
+                os.symlink(target, link)
+        self.items += [
+            Item("run-link", "runs/link-lock", "link", USAGE),
+            Item("run-link", "runs/link-results", "link", USAGE,
+                 extra={"inputs": ("runs/control-good",)}),
+            Item("run-link", "runs/link-configs", "link", USAGE,
+                 extra={"inputs": ("runs/link-configs-target",), "writes": "configs"}),
+        ]
 
     # -- bench baselines --------------------------------------------------------------------
 

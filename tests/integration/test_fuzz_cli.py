@@ -177,7 +177,9 @@ def run_case(case: Case, corpus_root: Path, base: Path) -> Outcome:
                 .replace("@work", str(work)).replace("@home", str(home)))
 
     argv = [resolve(a) for a in case.argv]
-    allowed = [Path(resolve(a)) for a in case.allow]
+    # vramtune's own cache folder (XDG_CACHE_HOME) is written by design (the jaxlib fraction
+    # variable, once per jaxlib version): allowed for every case, as the run directory is not.
+    allowed = [Path(resolve(a)) for a in case.allow] + [home / "cache"]
     before = _tree(folder)
     env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"), "TMPDIR": str(tmp),
            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "JAX_PLATFORMS": "cpu",
@@ -306,6 +308,30 @@ def test_run_directories(corpus, tmp_path):
             cases.append(Case(f"sweep --resume {item.path}", ["sweep", "--resume", p, *SHORT,
                                                               *NOSTANDBY],
                               item.expect, (item.path,)))
+    judge(cases, corpus, tmp_path)
+
+
+def test_links_in_run_directories(corpus, tmp_path):
+    """A run directory copied or shared can hold links (.lock, results.jsonl, configs):
+    every command reads through them, none writes through them out of the run."""
+    good = "runs/control-good"
+    cases = []
+    for item in _items(corpus, "run-link"):
+        p = f"@in/{item.path}"
+        ins = (item.path, *item.extra.get("inputs", ()))
+        writes_configs = item.extra.get("writes") == "configs"
+        cases += [
+            Case(f"report {item.path}", ["report", p], OK, ins),
+            Case(f"compare {item.path}", ["compare", f"@in/{good}", p], OK,
+                 tuple(dict.fromkeys((*ins, good)))),
+            Case(f"emit-config 2 budgets {item.path}", ["emit-config", p, "--gpu-mem",
+                                                        "1GB,2GB"],
+                 USAGE if writes_configs else OK, ins, allow=(f"{p}/configs",)),
+        ]
+        if not writes_configs:  # refused before any trial: the run's own files are links
+            cases.append(Case(f"sweep --resume {item.path}", ["sweep", "--resume", p, *SHORT,
+                                                              *NOSTANDBY], item.expect, ins))
+    assert len(cases) == 11
     judge(cases, corpus, tmp_path)
 
 

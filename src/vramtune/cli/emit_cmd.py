@@ -64,7 +64,9 @@ def _targets(source: Measurements, emissions: list[Emission], fmt_: ConfigFormat
         files = [output.with_name(f"{output.stem}-{budget_label(e.budget_bytes)}{output.suffix}")
                  for e in emissions]
         return list(files), output.with_suffix(".md")
-    folder = output if output is not None else source.directories[0] / "configs"
+    # The run's configs/ (no -o) must stay in the run: a run directory copied or shared can
+    # hold a configs link pointing anywhere, and -o is the way to write elsewhere.
+    folder = output if output is not None else paths.within(source.directories[0], "configs")
     if paths.exists(folder) and not paths.is_dir(folder):
         raise UserError(f"-o {folder}: several budgets write several files, so -o must be a "
                         f"directory or a NAME.yaml pattern")

@@ -18,6 +18,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,13 +163,28 @@ class RunLock:
         self.release()
 
 
+def _refuse_link(path: Path) -> None:
+    """A run's own file that is a symbolic link would make a write land on its target,
+    outside the run (a run directory copied or shared can carry one): refused."""
+    if path.is_symlink():
+        raise UserError(f"{path} is a symbolic link (to {os.readlink(path)}): vramtune writes "
+                        f"only files inside the run directory; put the file itself there")
+
+
 def lock_run(directory: Path) -> RunLock:
-    """Lock ``directory`` for writing, or refuse with the PID that holds it."""
+    """Lock ``directory`` for writing, or refuse with the PID that holds it. The lock file
+    and the results file must be the run's own files, not links: opening a linked ``.lock``
+    would truncate its target, appending to a linked results file would grow another."""
     path = directory / LOCK_FILE
+    _refuse_link(directory / RESULTS_FILE)
+    _refuse_link(path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
         raise UserError(f"cannot lock {directory}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UserError(f"cannot lock {directory}: {path} is not a regular file; remove it")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:

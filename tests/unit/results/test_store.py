@@ -7,12 +7,14 @@ import pytest
 from vramtune.errors import UserError
 from vramtune.records import Status, TrialResult
 from vramtune.results.store import (
+    LOCK_FILE,
     RESULTS_FILE,
     SCHEMA_VERSION,
     RunHeader,
     append_result,
     create_run,
     load_run,
+    lock_run,
     trial_key,
 )
 from vramtune.workload.profile import load_profile
@@ -106,6 +108,64 @@ def test_unwritable_run_directory_is_a_user_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(UserError, match="cannot write results"):
         create_run(blocker, header())
+
+
+def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path):
+    import os
+
+    lock = create_run(tmp_path, header())
+    with pytest.raises(UserError, match=f"PID {os.getpid()}"):
+        lock_run(tmp_path)
+    lock.release()
+    lock_run(tmp_path).release()  # the kernel lock went with the descriptor
+
+
+def test_links_in_a_run_directory_never_redirect_a_write(tmp_path):
+    """Found re-running the external fuzz corpus: a run directory (copied, shared) whose
+    .lock is a link made `sweep --resume` truncate the link's target and write a PID in it;
+    a linked results.jsonl would have its trials appended to another file."""
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    run = tmp_path / "run"
+    create_run(run, header()).release()
+    (run / LOCK_FILE).unlink()
+    (run / LOCK_FILE).symlink_to(outside)
+    with pytest.raises(UserError, match=r"\.lock is a symbolic link") as caught:
+        lock_run(run)
+    assert "\n" not in str(caught.value) and outside.read_text() == "keep me"
+    (run / LOCK_FILE).unlink()
+    (run / LOCK_FILE).symlink_to(tmp_path / "dangling")  # O_CREAT would make the target
+    with pytest.raises(UserError, match="symbolic link"):
+        lock_run(run)
+    assert not (tmp_path / "dangling").exists()
+    (run / LOCK_FILE).unlink()
+
+    other = tmp_path / "other"
+    create_run(other, header()).release()
+    (run / RESULTS_FILE).unlink()
+    (run / RESULTS_FILE).symlink_to(other / RESULTS_FILE)
+    before = (other / RESULTS_FILE).read_text()
+    assert load_run(run).header.profile_name == "quick"  # reading through a link is fine
+    with pytest.raises(UserError, match="results.jsonl is a symbolic link"):
+        lock_run(run)
+    assert (other / RESULTS_FILE).read_text() == before and not (run / LOCK_FILE).exists()
+
+    fresh = tmp_path / "fresh"  # --out a folder holding a dangling results link
+    fresh.mkdir()
+    (fresh / RESULTS_FILE).symlink_to(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(UserError, match="symbolic link"):
+        create_run(fresh, header())
+    assert not (tmp_path / "elsewhere.jsonl").exists()
+
+
+def test_a_lock_file_that_is_not_a_file_is_refused(tmp_path):
+    import os
+
+    create_run(tmp_path, header()).release()
+    (tmp_path / LOCK_FILE).unlink()
+    os.mkfifo(tmp_path / LOCK_FILE)
+    with pytest.raises(UserError, match="not a regular file"):
+        lock_run(tmp_path)
 
 
 def test_find_runs_reads_a_run_or_a_parent_of_runs(tmp_path):
