@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from itertools import islice
 
-from vramtune.records import Status, TrialResult
+from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune import search
 from vramtune.tune.recommend import past_boundary
 from vramtune.units import format_bytes
@@ -146,13 +146,18 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
                                       f"networks or a shorter unroll_length")
     # Phase 2: bisect between the last fit and the first failure, refine trials at most.
     refined = [r for r in results if last_fit < r.num_envs < first_fail]
-    lo, hi = last_fit, first_fail
-    for r in sorted(refined, key=lambda r: r.num_envs):
-        if failed(r, space.limit_bytes):
-            hi = min(hi, r.num_envs)
-        elif r.status is Status.OK:
-            lo = max(lo, r.num_envs) if r.num_envs < hi else lo
-    if space.refine is not None and len(refined) >= space.refine:
+    # hi first: a size that fitted its search trial and then failed its proof run is a
+    # failure, and the largest fit is taken below it
+    hi = min([first_fail, *(r.num_envs for r in refined if failed(r, space.limit_bytes))])
+    lo = max([last_fit, *(r.num_envs for r in refined if r.status is Status.OK
+                          and r.num_envs < hi and not failed(r, space.limit_bytes))])
+    # The budget counts search trials below the lowest failed proof run: one that failed
+    # its confirmation opens a new interval below it, with the budget afresh.
+    proof_fail = min((r.num_envs for r in results if r.purpose is not Purpose.SEARCH),
+                     default=None)
+    spent = [r for r in refined if r.purpose is Purpose.SEARCH
+             and (proof_fail is None or r.num_envs < proof_fail)]
+    if space.refine is not None and len(spent) >= space.refine:
         return Step(Phase.DONE, None, f"boundary between {lo} (fits) and {hi} (fails) after "
                                       f"{len(refined)} refinement trial(s)")
     size = _refinement_size(lo, hi, space, by_size)
@@ -312,7 +317,8 @@ def as_trial(result: TrialResult, limit_bytes: int | None) -> search.Trial:
     figure = model_figure_bytes(result) if result.status is Status.OK else None
     return search.Trial(result.num_envs, str(result.status),
                         float(figure) if figure is not None else None,
-                        shape if None not in shape else None, over)  # type: ignore[arg-type]
+                        shape if None not in shape else None, over,  # type: ignore[arg-type]
+                        proof=result.purpose is not Purpose.SEARCH)
 
 
 def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -> list[Step]:

@@ -55,6 +55,7 @@ class Trial:
     peak_bytes: float | None = None  # the figure the model fits (what the cap counts); None: unknown
     shape: tuple[int, int, int] | None = None  # (batch_size, num_minibatches, unroll_length)
     over_limit: bool = False  # ran ok, but a peak the sweep holds to the limit was above it
+    proof: bool = False  # a repeat or confirming run that failed: a failure, not a search trial
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,11 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                          f"limit lies above it", lo, None)
         return _done(f"boundary found: {lo} fits, {hi} fails, no candidate between", lo, hi)
     free = set(bootstrap_sizes(space, k))
-    spent = sum(1 for t in trials if t.num_envs not in free)
+    # Refine counts search trials, once per size, below the lowest failed proof run (one
+    # that failed its confirmation opens a new interval under it, with the budget afresh).
+    proof_fail = min((t.num_envs for t in trials if t.proof), default=None)
+    spent = len({t.num_envs for t in trials if not t.proof and t.num_envs not in free
+                 and (proof_fail is None or t.num_envs < proof_fail)})
     left = len(open_) if space.refine is None else space.refine - spent
     if left <= 0:
         return _done(f"refine budget spent: boundary between {lo} (fits) and "

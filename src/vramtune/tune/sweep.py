@@ -558,8 +558,7 @@ def next_steps(config: SweepConfig, results: Sequence[TrialResult], space: Searc
     """The trials of the next round: the search's (up to ``parallel`` sizes at once, the
     trials the executor runs together), then the sizes the objective needs measured alone,
     then the proof of the pick (``edge_step``). Empty: the sweep is done."""
-    searched = [r for r in results if r.purpose is Purpose.SEARCH]
-    steps = plan_round(searched, space, parallel)
+    steps = plan_round(search_inputs(results, space), space, parallel)
     if steps[0].phase is not Phase.DONE:
         return steps
     alone = alone_steps(config, results, space)
@@ -571,7 +570,23 @@ def next_steps(config: SweepConfig, results: Sequence[TrialResult], space: Searc
 
 def search_outcome(results: Sequence[TrialResult], space: SearchSpace, parallel: int = 1) -> Step:
     """Why the search stopped (its DONE step), or the step it would take next."""
-    return plan_round([r for r in results if r.purpose is Purpose.SEARCH], space, parallel)[0]
+    return plan_round(search_inputs(results, space), space, parallel)[0]
+
+
+def search_inputs(results: Sequence[TrialResult], space: SearchSpace) -> list[TrialResult]:
+    """What the search plans from: its own trials, then every proof run (repeat or
+    confirmation) that failed, as a failure at its size.
+
+    A failed proof moves the boundary below that size, and the search goes on between the
+    largest size that still fits and it. Without this, the next smaller *measured* size was
+    proven instead: at 1.2 GB the predictive search had jumped 128 -> 512, 576 and 512 failed
+    their confirmations, and 128 was recommended while the user's own run of 512 survived
+    (benchmarks/README.md, fidelity, second round). Proof failures go last: a size's last
+    record is what ``planner.plan`` reads."""
+    searched = [r for r in results if r.purpose is Purpose.SEARCH]
+    failed_proofs = [r for r in results if r.purpose in (Purpose.REPEAT, Purpose.CONFIRM)
+                     and past_boundary(r, space.limit_bytes)]
+    return searched + failed_proofs
 
 
 def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Step) -> TrialRequest:

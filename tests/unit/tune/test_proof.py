@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from vramtune.records import Purpose, Status, TrialResult
+from vramtune.tune.planner import SearchMethod
 from vramtune.tune.recommend import Objective, choose
 from vramtune.tune.sweep import SweepConfig, edge_step, next_steps
 from vramtune.workload.profile import load_profile
@@ -75,3 +76,42 @@ def test_a_size_known_only_by_its_confirming_run_is_still_ranked():
     confirm = r(64, purpose=Purpose.CONFIRM)
     rec = choose([confirm], 3 * GB, 0.1)
     assert rec.chosen is confirm and rec.confirmation is confirm
+
+
+def _steps(config: SweepConfig, results: list[TrialResult]):
+    return next_steps(config, results, config.space())
+
+
+def test_a_failed_confirmation_searches_the_sizes_below_it_instead_of_the_next_measured_one():
+    # fidelity bench, 1.2 GB: the predictive search jumped 128 -> 512; 576 and 512 failed
+    # their confirmations, and 128 was confirmed while the user's 512 survived. Now the
+    # failed size becomes the search's upper end and the sizes between are measured.
+    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 128, 1024, None,
+                         objective=Objective.MAX_ENVS)
+    results = [r(128, data_gb=0.95), r(512, data_gb=1.0), r(576, data_gb=1.03),
+               r(640, Status.OOM)]
+    [step] = _steps(config, results)
+    assert (step.phase, step.num_envs) == ("confirming", 576)
+    results.append(r(576, Status.OOM, purpose=Purpose.CONFIRM))
+    [step] = _steps(config, results)  # nothing unmeasured between 512 and 576
+    assert (step.phase, step.num_envs) == ("confirming", 512)
+    results.append(r(512, Status.OOM, purpose=Purpose.CONFIRM))
+    steps = _steps(config, results)
+    assert steps and all(s.phase not in ("confirming", "done") for s in steps)
+    assert all(128 < s.num_envs < 512 for s in steps)
+    assert [s.num_envs for s in steps] != [128]
+
+
+def test_a_failed_confirmation_gives_bisection_a_fresh_refine_budget_below_it():
+    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 256, 1024, 3,
+                         objective=Objective.MAX_ENVS, search=SearchMethod.BISECT)
+    results = [r(256), r(512), r(1024, Status.OOM), r(768, Status.OOM), r(640),
+               r(704, Status.OOM)]
+    [step] = _steps(config, results)  # the refine budget (3) is spent: prove 640
+    assert (step.phase, step.num_envs) == ("confirming", 640)
+    results.append(r(640, Status.OOM, purpose=Purpose.CONFIRM))
+    [step] = _steps(config, results)
+    assert step.phase == "refining" and 512 < step.num_envs < 640
+    results.append(r(step.num_envs))
+    [step] = _steps(config, results)
+    assert step.phase != "confirming" or step.num_envs >= 576
