@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import typer
 from rich.console import Console
+from rich.markup import escape
 
 from vramtune.units import SIZE_HELP, parse_size
 
@@ -45,6 +47,29 @@ def signals_as_exceptions() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+@contextmanager
+def stopped_with_one_line(what: str) -> Iterator[None]:
+    """Ctrl-C, SIGTERM or SIGHUP during one run (trial, verify): the runner has already
+    killed the child and removed its folder; say so in one line and exit 130 or 143."""
+    try:
+        with signals_as_exceptions():
+            yield
+    except (KeyboardInterrupt, Terminated) as stop:
+        terminated = isinstance(stop, Terminated)
+        err_console.print(f"vramtune: {'terminated' if terminated else 'interrupted'}; {what}")
+        raise typer.Exit(143 if terminated else 130) from None
+
+
+def phase_printer(json_out: bool) -> Callable[[Any], None]:
+    """The live 'phase…' lines a one-run command prints on stderr (none with --json)."""
+    from vramtune.measure.wire import Phase
+
+    def show(event: Any) -> None:
+        if not json_out and isinstance(event, Phase):
+            err_console.print(f"[dim]  {escape(event.phase)}…[/dim]")
+    return show
 
 
 def budget(text: str | None) -> int | None:

@@ -13,15 +13,14 @@ from vramtune import api
 from vramtune.cli.common import (
     BUDGET_HELP,
     DEVICES_HELP,
-    Terminated,
     console,
     err_console,
+    phase_printer,
     print_json,
-    signals_as_exceptions,
+    stopped_with_one_line,
 )
 from vramtune.fmt import trial_fields
 from vramtune.measure.nvml import Nvml
-from vramtune.measure.wire import Event, Phase
 from vramtune.records import Status, TrialResult
 
 
@@ -54,18 +53,8 @@ def trial(
     nvml = Nvml()
     if nvml.notice and not json_out:
         err_console.print(f"[dim]note: {escape(nvml.notice)}[/dim]")
-
-    def show(event: Event) -> None:
-        if not json_out and isinstance(event, Phase):
-            err_console.print(f"[dim]  {escape(event.phase)}…[/dim]")
-
-    try:
-        with signals_as_exceptions():
-            result = api.run_request(request, on_event=show, nvml=nvml)
-    except (KeyboardInterrupt, Terminated) as stop:
-        how = "terminated" if isinstance(stop, Terminated) else "interrupted"
-        err_console.print(f"vramtune: {how}; the trial was stopped")
-        raise typer.Exit(143 if isinstance(stop, Terminated) else 130) from None
+    with stopped_with_one_line("the trial was stopped"):
+        result = api.run_request(request, on_event=phase_printer(json_out), nvml=nvml)
     if json_out:
         print_json(result.to_dict())
     else:

@@ -12,14 +12,12 @@ from vramtune import api
 from vramtune.cli.common import (
     BUDGET_HELP,
     DEVICES_HELP,
-    Terminated,
     console,
-    err_console,
+    phase_printer,
     print_json,
-    signals_as_exceptions,
+    stopped_with_one_line,
 )
 from vramtune.cli.trial_cmd import render_trial
-from vramtune.measure.wire import Event, Phase
 from vramtune.records import Status
 from vramtune.units import format_bytes
 
@@ -42,20 +40,10 @@ def verify(
     devices: Annotated[int, typer.Option("--devices", help=DEVICES_HELP)] = 1,
 ) -> None:
     """Train CONFIG's settings much longer than a trial, under the same cap; exit 0 if it fit."""
-
-    def show(event: Event) -> None:
-        if not json_out and isinstance(event, Phase):
-            err_console.print(f"[dim]  {escape(event.phase)}…[/dim]")
-
-    try:
-        with signals_as_exceptions():
-            result = api.verify(config, gpu_mem=gpu_mem, profile=profile, headroom=headroom,
-                                steps=steps, timeout_s=timeout, cache=cache,
-                                devices=devices, on_event=show)
-    except (KeyboardInterrupt, Terminated) as stop:
-        how = "terminated" if isinstance(stop, Terminated) else "interrupted"
-        err_console.print(f"vramtune: {how}; the run was stopped")
-        raise typer.Exit(143 if isinstance(stop, Terminated) else 130) from None
+    with stopped_with_one_line("the run was stopped"):
+        result = api.verify(config, gpu_mem=gpu_mem, profile=profile, headroom=headroom,
+                            steps=steps, timeout_s=timeout, cache=cache, devices=devices,
+                            on_event=phase_printer(json_out))
     if json_out:
         print_json(result.to_dict())
     else:
