@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,14 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def sigint_default() -> None:
+    """preexec_fn for a CLI a test will Ctrl-C: SIGINT at its default, as in a terminal.
+    Started from a background job (`cmd &` in a script, nohup) the test runner has SIGINT
+    ignored, the CLI inherits SIG_IGN, Python installs no KeyboardInterrupt handler, and
+    the signal is lost (a CI run started that way failed both Ctrl-C tests: exit 0, not 130)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session", autouse=True)

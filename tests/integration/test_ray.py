@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from tests import raycluster
-from tests.conftest import run_cli
+from tests.conftest import run_cli, sigint_default
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
@@ -88,7 +88,7 @@ def _ray_sweep(head: raycluster.Head, *args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "vramtune.cli.app", "sweep", *args,
                              "--executor", "ray", "--ray-address", head.address],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **head.env})
+                            env={**os.environ, **head.env}, preexec_fn=sigint_default)
 
 
 def _wait_for_children(head: raycluster.Head, proc: subprocess.Popen, count: int

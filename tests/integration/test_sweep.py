@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, sigint_default
 
 
 def _trials(run_dir: Path) -> list[dict]:
@@ -73,7 +73,8 @@ def _wait_for(proc: subprocess.Popen, text: str, lines: list[str], timeout: floa
 
 def _start_sweep(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "vramtune.cli.app", "sweep", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
 
 
 def _trial_children(pid: int) -> list[psutil.Process]:
