@@ -210,6 +210,13 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
         return _done(f"refine budget spent: boundary between {lo} (fits) and "
                      f"{hi if hi is not None else '?'} (fails)", lo, hi)
     k = min(k, left, len(open_))
+    if hi is not None and _only_proof_failed(trials, hi, space.limit_bytes):
+        # The model is fitted to search trials, which this size passed: it cannot say where
+        # the longer run's edge lies below it. Bisect between the largest fit and it.
+        sizes = _kary_pick(open_, lo, hi, k)
+        return Proposal("bisect", tuple(sizes), f"refining between {lo} and {hi}: "
+                        f"{_list(sizes)} envs ({hi} envs fitted its search trial and failed a "
+                        f"longer run)", lo, hi)
 
     pts = _points(trials)
     if space.fit_octaves is not None:  # local: memory is only close to affine (quick is convex)
@@ -272,6 +279,13 @@ def fill_below(trials: Sequence[Trial], space: Space, k: int = 1) -> list[int]:
         return []
     return [n for n in doubling_ladder([c for c in grid if c >= start], start)
             if n < top and n not in measured]
+
+
+def _only_proof_failed(trials: Sequence[Trial], n: int, limit_bytes: float) -> bool:
+    """Size n failed only in a proof run (a repeat or the confirmation), not in the search."""
+    here = [t for t in trials if t.num_envs == n]
+    return any(t.proof for t in here) and not any(not t.proof and failed(t, limit_bytes)
+                                                  for t in here)
 
 
 def _under_predicted(model: mm.Model, space: Space, failing: list[int]) -> list[mm.Miss]:

@@ -302,3 +302,17 @@ def test_fill_below_names_the_ladder_sizes_a_knee_objective_still_needs():
     trials = [ok(256, 781), ok(1024, 957), ok(1536, 1141), oom(1664)]
     assert S.fill_below(trials, sp) == [512]
     assert S.fill_below([oom(256)], sp) == []
+
+
+def test_a_size_that_failed_only_its_proof_run_is_bisected_below_not_predicted():
+    # the model is fitted to search trials, which 1024 passed: after its confirmation
+    # failed, the edge of the longer run lies somewhere below, and bisection looks for it
+    sp = space(1144)
+    trials = [ok(256, 781), ok(1024, 957), oom(1152), S.Trial(1024, S.OOM, proof=True)]
+    prop = S.propose(trials, sp, 1)
+    assert prop.phase == "bisect" and (prop.fits, prop.fails) == (256, 1024)
+    assert prop.sizes == (512,) and "failed a longer run" in prop.reason
+    assert S.propose(trials, sp, 2).sizes == (512, 768)  # k-ary between, too
+    # a size that failed its search trial too is the search's own failure: model as before
+    both = [ok(256, 781), ok(512, 820), oom(1024), S.Trial(1024, S.OOM, proof=True)]
+    assert "failed a longer run" not in S.propose(both, sp, 1).reason
