@@ -5,7 +5,8 @@
    --no-confirm (the proof of the pick is excluded from "trials to the boundary": only
    search trials count): trials to the boundary, the wall to the boundary (sweep start to the
    end of its last search trial) and the whole sweep's wall, the boundary found.
-2. --parallel 2 vs --parallel 1 (predictive) at one budget: rounds and walls.
+2. --parallel 2 vs --parallel 1 (predictive), at the --parallel-budgets ('all': each budget,
+   in the same rotation): search rounds (trials in a row) and walls.
 3. Ground truth: every ok trial of the benchmark leaves its data-segment peak (what
    RLIMIT_DATA counts); their curve (linear between measured sizes) gives the largest round
    size under each cap. Optionally (--verify-truth) the truth and the next round size are run
@@ -13,7 +14,7 @@
 4. Replays on that recorded curve (pure, tune/replay.py): rounds and trials for k = 1, 2, 4, 8
    over more budgets than were run for real.
 
-    .venv/bin/python benchmarks/bench_search.py --budgets 1.2GB,1.4GB --parallel-budget 1.4GB
+    .venv/bin/python benchmarks/bench_search.py --budgets 1.2GB,1.4GB --parallel-budgets all
 """
 
 from __future__ import annotations
@@ -125,7 +126,9 @@ def mean(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--budgets", default="1.2GB,1.4GB", help="caps to sweep for real")
-    parser.add_argument("--parallel-budget", default=None, help="a budget for --parallel 2")
+    parser.add_argument("--parallel-budgets", "--parallel-budget", default="",
+                        help="budgets also swept predictive with --parallel 2, in the same "
+                             "rotation as the other two ('all': every budget)")
     parser.add_argument("--replay-budgets", default="0.95,1.0,1.05,1.1,1.15,1.2,1.25,1.3,1.35",
                         help="GB caps to replay on the recorded curve (keep them where "
                              "trials measured peaks: beyond, the curve is extrapolated)")
@@ -147,26 +150,22 @@ def main() -> None:
                 args.json_out.write_text(json.dumps({"runs": runs}, indent=1))
 
         budgets = [b.strip() for b in args.budgets.split(",") if b.strip()]
-        for i, budget in enumerate(budgets):
-            order = ["bisect", "predictive"] if i % 2 == 0 else ["predictive", "bisect"]
-            for method in order:
-                run = sweep(budget, method, tmp / f"{budget}-{method}")
+        wide = [b.strip() for b in args.parallel_budgets.split(",") if b.strip()]
+        wide = budgets if wide == ["all"] else wide
+        for i, budget in enumerate(budgets + [b for b in wide if b not in budgets]):
+            order = [("bisect", 1), ("predictive", 1)] if budget in budgets else []
+            if budget in wide:
+                order.append(("predictive", 2))
+            order = order[i % len(order):] + order[:i % len(order)]  # rotate: no method first always
+            for method, k in order:
+                run = sweep(budget, method, tmp / f"{budget}-{method}-{k}", parallel=k)
                 runs.append(run)
                 keep()
-                print(f"{budget} {method}: {run['search_trials']} search trials "
-                      f"{[s[0] for s in run['sizes']]}, found {run['found']} "
-                      f"(fails {run['fails']}), boundary wall {run['boundary_wall_s']:.0f} s, "
-                      f"sweep wall {run['wall_s']:.0f} s, load {run['load_before']} -> "
-                      f"{run['load_after']}", flush=True)
-        if args.parallel_budget:
-            run = sweep(args.parallel_budget, "predictive", tmp / "parallel2", parallel=2)
-            runs.append(run)
-            keep()
-            print(f"{args.parallel_budget} predictive --parallel 2: {run['rounds']} rounds "
-                  f"({run['search_rounds']} search), {run['trials']} trials {run['sizes']}, "
-                  f"found {run['found']}, boundary wall {run['boundary_wall_s']:.0f} s, sweep "
-                  f"wall {run['wall_s']:.0f} s, load {run['load_before']} -> "
-                  f"{run['load_after']}", flush=True)
+                print(f"{budget} {method} --parallel {k}: {run['search_trials']} search trials "
+                      f"in {run['search_rounds']} rounds {[s[0] for s in run['sizes']]}, found "
+                      f"{run['found']} (fails {run['fails']}), boundary wall "
+                      f"{run['boundary_wall_s']:.0f} s, sweep wall {run['wall_s']:.0f} s, load "
+                      f"{run['load_before']} -> {run['load_after']}", flush=True)
         records = [TrialResult.from_dict(r) for run in runs for r in run["results"]]
         curve = Curve.from_records(records)
         checks = {}
@@ -206,15 +205,33 @@ def report(runs: list[dict], curve: Curve, budgets: list[str], replay_gb: list[f
     print(f"wall to boundary, predictive / bisect per budget: "
           f"{', '.join(f'{x:.2f}' for x in ratios)} (mean {mean(ratios):.2f})")
     par = [r for r in runs if r["parallel"] != 1]
+    if par:
+        print("\n## Predictive --parallel 2 (two capped trials at once on the 2 cores)\n")
+        print("| cap | search rounds (trials) | found | wall to boundary s | / bisect | / "
+              "predictive k=1 | sweep wall s (with sizes re-run alone) | rounds, all |")
+        print("|---|---|---|---|---|---|---|---|")
+    to_bisect, to_solo = [], []
     for run in par:
-        solo = next((r for r in runs if r["parallel"] == 1 and r["search"] == "predictive"
-                     and r["budget"] == run["budget"]), None)
-        print(f"\n--parallel 2 at {run['budget']}: {run['rounds']} rounds ({run['search_rounds']}"
-              f" search), {run['trials']} trials, boundary wall {run['boundary_wall_s']:.0f} s,"
-              f" sweep wall {run['wall_s']:.0f} s; --parallel 1: "
-              + (f"{solo['rounds']} rounds, {solo['trials']} trials, boundary wall "
-                 f"{solo['boundary_wall_s']:.0f} s, sweep wall {solo['wall_s']:.0f} s"
-                 if solo else "not run"))
+        def same(method: str, run=run) -> dict | None:
+            return next((r for r in runs if r["parallel"] == 1 and r["search"] == method
+                         and r["budget"] == run["budget"]), None)
+        old, solo = same("bisect"), same("predictive")
+        cells = []
+        for other, acc in ((old, to_bisect), (solo, to_solo)):
+            if other and other["boundary_wall_s"] and run["boundary_wall_s"]:
+                acc.append(run["boundary_wall_s"] / other["boundary_wall_s"])
+                cells.append(f"{acc[-1]:.2f}")
+            else:
+                cells.append("n/a")
+        print(f"| {run['budget']} | {run['search_rounds']} ({run['search_trials']}) | "
+              f"{run['found']} | {run['boundary_wall_s']:.0f} | {cells[0]} | {cells[1]} | "
+              f"{run['wall_s']:.0f} | {run['rounds']} |")
+    if par:
+        print(f"\n--parallel 2: mean search rounds {mean([r['search_rounds'] for r in par]):.2f}"
+              f", mean search trials {mean([r['search_trials'] for r in par]):.2f}; wall to "
+              f"boundary / bisect {', '.join(f'{x:.2f}' for x in to_bisect)} (mean "
+              f"{mean(to_bisect):.2f}); / predictive k=1 "
+              f"{', '.join(f'{x:.2f}' for x in to_solo)} (mean {mean(to_solo):.2f})")
     print(f"\n## Recorded curve: data-segment peaks of every ok trial above, {len(curve.sizes)} "
           f"sizes\n")
     print(", ".join(f"{n}: {p / MiB:.0f} MiB" for n, p in zip(curve.sizes, curve.peaks_bytes,
