@@ -416,10 +416,11 @@ class EmittedConfig:
 
 def emit_config(run_dirs: str | Path | Sequence[str | Path], *,
                 gpu_mem: str | int | Sequence[str | int] | None = None,
-                objective: str | Objective = Objective.THROUGHPUT, headroom: Percent = None,
+                objective: str | Objective | None = None, headroom: Percent = None,
                 format: str | ConfigFormat = ConfigFormat.BRAX, num_timesteps: int | None = None,
                 hydra_prefix: str = "ppo") -> tuple[Measurements, list[EmittedConfig]]:
-    """Tuned configs from measured trials only, one per budget (None: the sweep's own cap).
+    """Tuned configs from measured trials only, one per budget (None: the sweep's own cap),
+    chosen with ``objective`` (None: the sweeps' own, else throughput).
     Pure: nothing is written; the CLI decides where the texts go."""
     items = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
     return _emit([load_run(d) for d in items], gpu_mem=gpu_mem, objective=objective,
@@ -446,7 +447,7 @@ def runs_by_card(paths: str | Path | Sequence[str | Path]) -> dict[str, list[Run
 
 def emit_cards(paths: str | Path | Sequence[str | Path], *,
                gpu_mem: str | int | Sequence[str | int] | None = None,
-               objective: str | Objective = Objective.THROUGHPUT, headroom: Percent = None,
+               objective: str | Objective | None = None, headroom: Percent = None,
                format: str | ConfigFormat = ConfigFormat.BRAX, num_timesteps: int | None = None,
                hydra_prefix: str = "ppo"
                ) -> list[tuple[str, Measurements, list[EmittedConfig]]]:
@@ -459,7 +460,7 @@ def emit_cards(paths: str | Path | Sequence[str | Path], *,
 
 
 def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | None,
-          objective: str | Objective, headroom: Percent, format: str | ConfigFormat,
+          objective: str | Objective | None, headroom: Percent, format: str | ConfigFormat,
           num_timesteps: int | None, hydra_prefix: str
           ) -> tuple[Measurements, list[EmittedConfig]]:
     if isinstance(gpu_mem, str):
@@ -483,7 +484,8 @@ def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | Non
         raise UserError(f"unknown format {format!r}: expected one of "
                         f"{', '.join(f.value for f in ConfigFormat)}") from None
     source = merge_runs(runs)
-    goal = as_objective(objective) or Objective.THROUGHPUT
+    # None: the sweep's own objective, so the file holds the size the sweep confirmed
+    goal = as_objective(objective) or source.objective or Objective.THROUGHPUT
     var = mem_fraction_var()
     out: list[EmittedConfig] = []
     for budget in budgets:

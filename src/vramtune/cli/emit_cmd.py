@@ -84,9 +84,10 @@ def emit_config(
     gpu_mem: Annotated[str | None, typer.Option(
         "--gpu-mem", help=f"Budget(s), comma-separated: one config per budget. Default: the "
                           f"sweep's own cap. {SIZE_HELP}.")] = None,
-    objective: Annotated[Objective, typer.Option(
+    objective: Annotated[Objective | None, typer.Option(
         help="throughput: fastest that fits; knee: smallest within 5% of the fastest; "
-             "max-envs: most envs that fit.")] = Objective.THROUGHPUT,
+             "max-envs: most envs that fit. Default: the sweep's own (so the file holds the "
+             "size it confirmed), else throughput.", show_default=False)] = None,
     headroom: Annotated[str | None, typer.Option(
         help="Keep this share of the budget free (e.g. 10%). Default: the sweep's.")] = None,
     format_: Annotated[ConfigFormat, typer.Option("--format", help="brax: ppo.train kwargs; "
@@ -158,7 +159,7 @@ def emit_config(
 
 
 def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
-                objective: Objective, headroom: str | None, format_: ConfigFormat,
+                objective: Objective | None, headroom: str | None, format_: ConfigFormat,
                 output: Path | None, num_timesteps: int | None, hydra_prefix: str) -> None:
     """Runs of several cards (a mixed cluster's parent directory): one config per card and
     budget, and the per-card quick-reference table, in -o DIR or <parent>/configs/."""

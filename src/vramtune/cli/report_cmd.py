@@ -15,6 +15,7 @@ from vramtune.cli.common import console, err_console
 from vramtune.cli.tables import compare_rich, rich_table, sweep_rich
 from vramtune.errors import UserError
 from vramtune.results.store import Run, load_run
+from vramtune.tune.budgets import run_objective
 from vramtune.tune.recommend import Objective, choose
 from vramtune.units import parse_percent
 from vramtune.views import runs as cmp
@@ -40,11 +41,7 @@ def _load(path: str) -> Run:
 
 def _default_objective(run: Run) -> Objective:
     """The objective the sweep used, when its header says (else throughput)."""
-    search = getattr(run.header, "search", None) or {}
-    try:
-        return Objective(search.get("objective", Objective.THROUGHPUT))
-    except ValueError:
-        return Objective.THROUGHPUT
+    return run_objective(run) or Objective.THROUGHPUT
 
 
 def report(

@@ -129,6 +129,28 @@ def one_per_size(results: Iterable[TrialResult]) -> tuple[TrialResult, ...]:
     return tuple(_pick(by_size[n]) for n in sorted(by_size))
 
 
+def counted_records(results: Iterable[TrialResult]) -> tuple[TrialResult, ...]:
+    """Every record that speaks for its size, in order: all of them but the failures
+    ``one_per_size`` passes over (a failure under a smaller cap than every ok record of its
+    size says nothing about the budgets those ok records proved).
+
+    What ``recommend.choose`` takes when several runs are merged: it needs every run of a
+    size, not one, to rank on the search trials (a confirming run's steps/s must not change
+    the pick it was run to prove) and to find the confirmation that proved the pick.
+    """
+    items = list(results)
+    by_size: dict[int, list[TrialResult]] = {}
+    for r in items:
+        by_size.setdefault(r.num_envs, []).append(r)
+    least: dict[int, float] = {}
+    for n, records in by_size.items():
+        ok = [_memory_had(r) for r in records if r.status is Status.OK]
+        if ok:
+            least[n] = min(ok)
+    return tuple(r for r in items if r.status is Status.OK or r.num_envs not in least
+                 or _memory_had(r) >= least[r.num_envs])
+
+
 def _memory_had(r: TrialResult) -> float:
     """What the cap held the trial to (budget x (1 - headroom) since trials run under the
     headroom line), else its budget; uncapped is unlimited."""

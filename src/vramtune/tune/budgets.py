@@ -13,7 +13,7 @@ from pathlib import Path
 
 from vramtune.errors import UserError
 from vramtune.records import FAILED_BY_MEMORY, Purpose, Status, TrialResult, any_gpu, memory_kind
-from vramtune.results.frame import one_per_size
+from vramtune.results.frame import counted_records, one_per_size
 from vramtune.results.store import Run
 from vramtune.tune import model as mm
 from vramtune.tune.planner import SearchSpace, candidates, keeps_base_unrolls, model_figure_bytes
@@ -40,6 +40,7 @@ class Measurements:
     results: tuple[TrialResult, ...]
     sweep_budget_bytes: tuple[int | None, ...]  # each run's cap (None: uncapped)
     every_result: tuple[TrialResult, ...] = ()  # all records, repeats and confirmations too
+    objective: Objective | None = None  # the sweeps' own objective, when they agree
 
     @property
     def on_gpu(self) -> bool:
@@ -113,7 +114,24 @@ def merge_runs(runs: Sequence[Run]) -> Measurements:
         created=first.header.created, headroom_fraction=first.header.headroom_fraction,
         results=one_per_size(res for run in runs for res in run.results),
         sweep_budget_bytes=tuple(r.header.budget_bytes for r in runs),
-        every_result=tuple(res for run in runs for res in run.results))
+        every_result=tuple(res for run in runs for res in run.results),
+        objective=_common_objective(runs))
+
+
+def run_objective(run: Run) -> Objective | None:
+    """The objective the sweep chose with, when its header says (older runs do not)."""
+    value = (getattr(run.header, "search", None) or {}).get("objective")
+    try:
+        return None if value is None else Objective(value)
+    except ValueError:
+        return None
+
+
+def _common_objective(runs: Sequence[Run]) -> Objective | None:
+    """The runs' objective when they all name the same one: emit-config then re-chooses as
+    the sweep did, and writes the size the sweep confirmed."""
+    named = {run_objective(run) for run in runs}
+    return named.pop() if len(named) == 1 else None
 
 
 def _largest_cap(source: Measurements) -> tuple[bool, int | None]:
@@ -130,7 +148,10 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
     if budget_bytes is None:
         uncapped, cap = _largest_cap(source)
         budget_bytes = None if uncapped else cap
-    rec = choose(source.results, budget_bytes, headroom, objective)
+    # Every record, not one per size: the ranking must use the search trials (as the sweep
+    # did), and a size is proven only by all of its runs.
+    rec = choose(counted_records(source.every_result) or source.results, budget_bytes,
+                 headroom, objective)
     notices: list[str] = []
     label = budget_label(budget_bytes)
     mem = source.memory_label

@@ -266,3 +266,56 @@ def test_cards_table_has_one_row_per_card_and_budget_and_matches_golden():
     assert [r["memory"] for r in rows] == ["VRAM", "VRAM", "host RAM"]
     files = [[None, "quick-H100-8GB.yaml"], ["quick-cpu-3GB.yaml"]]
     assert_golden("cards-table.md", cards_markdown(cards, files))
+
+
+def _proved_run(directory: Path, objective: str) -> Path:
+    """A CPU sweep's records as the sweep writes them: search trials, then the pick's long
+    confirming run, whose steps/s (a longer window) and peak are both higher than its
+    search trial's."""
+    from vramtune.records import Purpose
+    from vramtune.results.store import append_result, create_run
+
+    cap = int(1.2 * GB * 0.9)
+    h = header(budget=int(1.2 * GB), gpu=False)
+    create_run(directory, RunHeader(**{**h.__dict__, "search": {"objective": objective}}))
+    rows = [trial(256, 900 * MiB, 20000.0, gpu=False, budget=h.budget_bytes),
+            trial(512, 950 * MiB, 19000.0, gpu=False, budget=h.budget_bytes),
+            trial(1024, 1000 * MiB, 15000.0, gpu=False, budget=h.budget_bytes),
+            trial(1152, None, None, gpu=False, budget=h.budget_bytes, status=Status.OOM)]
+    confirmed = 1024 if objective == "max-envs" else 256
+    for r in rows:
+        append_result(directory, TrialResult(**{**r.__dict__, "cap_bytes": cap}))
+    proof = next(r for r in rows if r.num_envs == confirmed)
+    append_result(directory, TrialResult(**{
+        **proof.__dict__, "cap_bytes": cap, "purpose": Purpose.CONFIRM, "training_steps": 100,
+        "host_peak_rss_bytes": proof.host_peak_rss_bytes + 40 * MiB, "steps_per_s": 9000.0}))
+    return directory
+
+
+@pytest.mark.parametrize("objective,confirmed", [("max-envs", 1024), ("throughput", 256)])
+def test_emit_defaults_to_the_sweeps_objective_and_writes_the_confirmed_size(
+        tmp_path, objective, confirmed):
+    from vramtune import api
+
+    run = _proved_run(tmp_path / "run", objective)
+    source, configs = api.emit_config(run)
+    assert source.objective == Objective(objective)
+    emission = configs[0].emission
+    # the size the sweep confirmed, ranked on its search trial: the confirming run's lower
+    # steps/s (9000, a longer window) does not un-pick it, its higher peak does not hide it
+    assert emission.chosen.num_envs == confirmed
+    assert emission.chosen.steps_per_s != 9000.0
+    assert emission.recommendation.confirmed_line is not None
+    assert "confirmed: 100 training steps" in configs[0].text
+    # an explicit objective still wins over the sweep's
+    _, again = api.emit_config(run, objective="knee" if objective == "max-envs" else "max-envs")
+    assert again[0].emission.chosen.num_envs == (256 if objective == "max-envs" else 1024)
+
+
+def test_runs_that_name_different_objectives_fall_back_to_throughput(tmp_path):
+    from vramtune.results.store import load_run
+
+    a = load_run(_proved_run(tmp_path / "a", "max-envs"))
+    b = load_run(_proved_run(tmp_path / "b", "knee"))
+    assert merge_runs([a, b]).objective is None
+    assert merge_runs([a]).objective is Objective.MAX_ENVS
