@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
+from vramtune import yamlio
 from vramtune.errors import UserError
 from vramtune.machine import default_cache_dir, mem_fraction_var
 from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
@@ -42,8 +42,14 @@ from vramtune.tune.sweep import (
 from vramtune.tune.sweep import run_sweep as _run_sweep
 from vramtune.units import headroom_limit_bytes, parse_percent, parse_size, parse_sizes
 from vramtune.views.configs import ConfigFormat, render
-from vramtune.workload.configfile import load_config
-from vramtune.workload.profile import MAX_TIMEOUT_S, Profile, load_profile, profile_from_dict
+from vramtune.workload.configfile import BatchConfig, load_config, normalise_key, settings_block
+from vramtune.workload.profile import (
+    MAX_TIMEOUT_S,
+    TYPED_PPO_KEYS,
+    Profile,
+    load_profile,
+    profile_from_dict,
+)
 from vramtune.workload.sources import MANAGED_PPO_KEYS
 
 Size = str | int | None
@@ -319,20 +325,23 @@ _EMITTED = re.compile(r"^# vramtune emit-config \([a-z]+\): profile (\S+) \(([0-
 
 def verification_profile(config_path: str | Path, profile: str | Path | Profile | None
                          ) -> tuple[Profile, str]:
-    """The workload to verify a config file with, and where it came from.
+    """The workload to verify a config file with, and where each part came from.
 
     The batch settings (num_envs, batch_size, num_minibatches, unroll_length) come from the
     file, found wherever ``check`` finds them. The workload (env, network, other PPO kwargs)
     comes from ``profile``, or for a file vramtune emitted, from the profile named in its
-    first line (a built-in one with the same hash), with the file's own ppo: and network:
-    blocks laid over it: the emitted file is the training config.
+    first line (a built-in one with the same hash). Over it go the file's own training
+    settings, because the file is the training config: an emitted file's ppo: and network:
+    blocks; in a user's own file, the ppo.train kwargs vramtune knows (run_evals,
+    learning_rate, ...) found beside its num_envs.
     """
     path = Path(config_path).expanduser()
     batch = load_config(path)  # validates the file; a UserError names what is wrong
     origin = "--profile"
-    emitted: dict[str, Any] = {}
+    overlay: dict[str, Any] = {}
+    network: dict[str, Any] = {}
     if profile is None:
-        head = path.read_text(encoding="utf-8").splitlines()[:3]  # hydra: '# @package' first
+        head = yamlio.read_text(path, what="config").splitlines()[:3]  # hydra: '# @package'
         match = next((m for m in map(_EMITTED.match, head) if m), None)
         if match is None:
             raise UserError(f"{path}: not a file vramtune emitted; name the workload it trains "
@@ -343,25 +352,46 @@ def verification_profile(config_path: str | Path, profile: str | Path | Profile 
             raise UserError(f"{path} was emitted for profile {name} ({digest}), and the "
                             f"built-in {name} is now {profile.hash}; pass --profile FILE")
         origin = f"profile {name} named in the file"
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        emitted = data if isinstance(data, dict) else {}
-        if isinstance(emitted.get("ppo_params"), dict):  # --format playground
-            emitted = {"ppo": {k: v for k, v in emitted["ppo_params"].items()
-                               if k != "network_factory"}}
+        overlay, network = _emitted_blocks(path, batch)
+    else:  # a user's file: its keys may be spelt NUM_ENVS or numEnvs, as `check` reads them
+        overlay = {normalise_key(k): v for k, v in settings_block(path, batch).items()}
     base = profile if isinstance(profile, Profile) else load_profile(profile)
+    # Only what ppo.train takes: the kwargs vramtune types, the profile's own, and the two a
+    # profile keeps at its top level. Anything else beside num_envs (env_name, a damaged
+    # `ppo: 5`) is not a training kwarg and would reach ppo.train as one.
+    known = TYPED_PPO_KEYS | set(base.ppo) | set(TOP_LEVEL_PPO_KEYS)
+    overlay = {k: v for k, v in overlay.items() if k in known}
     data = base.to_dict()
-    ppo = {**data["ppo"], **{k: v for k, v in (emitted.get("ppo") or {}).items()
+    ppo = {**data["ppo"], **{k: v for k, v in overlay.items()
                              if k not in MANAGED_PPO_KEYS and k not in TOP_LEVEL_PPO_KEYS}}
     ppo.update(batch_size=batch.batch_size.value, num_minibatches=batch.num_minibatches.value,
                unroll_length=batch.unroll_length.value)
     data.update(num_envs=batch.num_envs.value, ppo=ppo)
     for key in TOP_LEVEL_PPO_KEYS:  # emitted files carry these inside ppo:
-        if key in (emitted.get("ppo") or {}):
-            data[key] = emitted["ppo"][key]
-    if isinstance(emitted.get("network"), dict):
-        data["network"] = {**data.get("network", {}), **emitted["network"]}
+        if key in overlay:
+            data[key] = overlay[key]
+    if network:
+        data["network"] = {**data.get("network", {}), **network}
     data["name"] = f"{base.name}-verify"
+    taken = sorted(k for k in overlay if k not in ("batch_size", "num_minibatches",
+                                                   "unroll_length"))
+    if taken:
+        origin += f"; from the file: {', '.join(taken)}"
     return profile_from_dict(data, source=str(path)), origin
+
+
+def _emitted_blocks(path: Path, batch: BatchConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An emitted file's PPO settings (the block holding its num_envs: ppo:, playground's
+    ppo_params:, or hydra's prefix) and its network: mapping; a network: that is not a
+    mapping is a damaged file, said in one line."""
+    ppo = {k: v for k, v in settings_block(path, batch).items()
+           if k not in ("network_factory", "num_envs")}
+    data = yamlio.loads(yamlio.read_text(path, what="config"), str(path))
+    network = data.get("network") if isinstance(data, dict) else None
+    if network is not None and not isinstance(network, dict):
+        raise UserError(f"{path}: network: must be a mapping of settings, got "
+                        f"{type(network).__name__} {str(network)[:40]!r}")
+    return ppo, dict(network or {})
 
 
 def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Profile | None = None,

@@ -28,7 +28,8 @@ def verify(
     gpu_mem: Annotated[str | None, typer.Option("--gpu-mem", help=BUDGET_HELP)] = None,
     profile: Annotated[str | None, typer.Option(
         help="The workload the config trains (built-in name or profile YAML); default: the "
-             "profile named in a file vramtune emitted.")] = None,
+             "profile named in a file vramtune emitted. The file's own ppo.train settings "
+             "(run_evals, learning_rate, ...) beside its num_envs win over the profile's.")] = None,
     steps: Annotated[int, typer.Option(help="Training steps to run (evaluation as the config "
                                             "has it).")] = 100,
     headroom: Annotated[str, typer.Option(help="Cap the run at the budget minus this, as the "
@@ -40,6 +41,10 @@ def verify(
     devices: Annotated[int, typer.Option("--devices", help=DEVICES_HELP)] = 1,
 ) -> None:
     """Train CONFIG's settings much longer than a trial, under the same cap; exit 0 if it fit."""
+    if not json_out:  # which settings are the file's and which the profile's, before minutes
+        _, origin = api.verification_profile(config, profile)
+        console.print(f"settings: batch from {escape(str(config))}; workload from "
+                      f"{escape(origin)}")
     with stopped_with_one_line("the run was stopped"):
         result = api.verify(config, gpu_mem=gpu_mem, profile=profile, headroom=headroom,
                             steps=steps, timeout_s=timeout, cache=cache, devices=devices,

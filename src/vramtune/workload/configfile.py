@@ -261,6 +261,20 @@ def load_config(path: str | Path) -> BatchConfig:
     return parse_config(documents[0] if len(documents) == 1 else documents, str(file))
 
 
+def settings_block(path: str | Path, config: BatchConfig) -> dict[str, Any]:
+    """The mapping that holds the num_envs ``config`` uses: in a user's own file, the block
+    of PPO settings (``verify`` trains with the rest of it too). Empty if not found."""
+    file = Path(path).expanduser()
+    documents = [d for d in yamlio.loads(yamlio.read_text(file, what="config"), str(file),
+                                         documents=True) if d is not None]
+    root: Any = documents[0] if len(documents) == 1 else documents
+    for where, mapping in _walk(root):
+        for key in mapping:
+            if _dotted((*where, str(key))) == config.num_envs.path:
+                return mapping
+    return {}
+
+
 def diagnose(config: BatchConfig, device_count: int = 1, fixes: int = 3) -> Diagnosis:
     """Every broken rule, and the nearest valid settings when there is one."""
     if not 1 <= device_count <= MAX_DEVICES:

@@ -156,6 +156,14 @@ _FLAGS = ("normalize_observations", "normalize_advantage", "bootstrap_on_timeout
 _TEXTS = ("normalize_observations_mode", "learning_rate_schedule", "save_checkpoint_path",
           "restore_checkpoint_path")
 
+# Every ppo.train kwarg whose type _check_ppo knows: what `verify` takes from a user's own
+# config block (a key outside it may be anything else the user's code reads).
+TYPED_PPO_KEYS = frozenset({
+    "batch_size", "num_minibatches", "unroll_length", "num_updates_per_batch",
+    "num_resets_per_eval", "num_eval_envs", "seed", "max_devices_per_host",
+    "normalize_until_count", "training_metrics_steps", "learning_rate", "discounting",
+    "gae_lambda", "max_grad_norm", "clipping_epsilon_value", *_NUMBERS, *_FLAGS, *_TEXTS})
+
 
 def safe_name(text: str) -> str:
     """A profile name as a path component: characters outside NAME_PATTERN become '-'
@@ -215,7 +223,8 @@ def _measure(data: Any, where: str) -> Measure:
         min_training_steps=m.int("min_training_steps", d.min_training_steps, lo=0,
                                  hi=1_000_000),
         min_evals=m.int("min_evals", d.min_evals, lo=0, hi=10_000),
-        steady_intervals=m.int("steady_intervals", d.steady_intervals, lo=0, hi=10_000))
+        steady_intervals=m.int("steady_intervals", d.steady_intervals, lo=0, hi=10_000),
+        steady_tolerance=m.number("steady_tolerance", d.steady_tolerance, lo=0, hi=1))
     if measure.max_intervals < measure.min_intervals:
         raise UserError(f"{where}: measure needs 1 <= min_intervals <= max_intervals, got "
                         f"min_intervals {measure.min_intervals} and max_intervals "

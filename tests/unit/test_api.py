@@ -1,0 +1,76 @@
+"""api.verification_profile: which settings `verify` trains with, from which file or profile."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from vramtune.api import verification_profile
+from vramtune.errors import UserError
+from vramtune.workload.profile import load_profile
+
+QUICK = load_profile("quick")
+HEAD = f"# vramtune emit-config (brax): profile quick ({QUICK.hash}), env brax:fast\n"
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "train.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_a_user_file_trains_with_its_own_ppo_settings_not_the_profiles(tmp_path):
+    path = write(tmp_path, """
+        env_name: Ant          # not a ppo.train kwarg: left out
+        experiment:
+          ppo:
+            NUM_ENVS: 64
+            BATCH_SIZE: 64
+            NUM_MINIBATCHES: 4
+            RUN_EVALS: false
+            learningRate: 0.001
+            num_updates_per_batch: 2
+            wandb_project: mine   # neither: left out
+        """)
+    prof, origin = verification_profile(path, "quick")
+    assert (prof.num_envs, prof.batch_size, prof.num_minibatches) == (64, 64, 4)
+    assert prof.ppo["run_evals"] is False and prof.ppo["learning_rate"] == 0.001
+    assert prof.ppo["num_updates_per_batch"] == 2
+    assert "wandb_project" not in prof.ppo and "env_name" not in prof.ppo
+    assert origin == ("--profile; from the file: learning_rate, num_updates_per_batch, "
+                      "run_evals")
+    # what the file does not set stays the profile's
+    assert prof.ppo["entropy_cost"] == QUICK.ppo["entropy_cost"]
+
+
+def test_a_user_files_bad_value_is_a_user_error(tmp_path):
+    path = write(tmp_path, "num_envs: 64\nbatch_size: 64\nnum_minibatches: 4\n"
+                           "learning_rate: -1\n")
+    with pytest.raises(UserError, match="learning_rate"):
+        verification_profile(path, "quick")
+
+
+def test_an_emitted_file_overlays_its_ppo_block(tmp_path):
+    path = write(tmp_path, HEAD + "ppo:\n  num_envs: 64\n  batch_size: 64\n"
+                                  "  num_minibatches: 4\n  learning_rate: 0.002\n"
+                                  "  episode_length: 50\n")
+    prof, origin = verification_profile(path, None)
+    assert prof.ppo["learning_rate"] == 0.002 and prof.episode_length == 50
+    assert origin.startswith("profile quick named in the file")
+
+
+@pytest.mark.parametrize("body", [
+    "num_envs: 64\nbatch_size: 64\nnum_minibatches: 4\nppo: 5\n",
+    "num_envs: 64\nbatch_size: 64\nnum_minibatches: 4\nnetwork: [1, 2]\n",
+    "ppo: 5\n",
+    "- 1\n- 2\n",
+])
+def test_a_damaged_emitted_file_is_a_user_error_or_ignored_never_a_crash(tmp_path, body):
+    path = write(tmp_path, HEAD + body)
+    try:
+        prof, _ = verification_profile(path, None)
+    except UserError as e:
+        assert "\n" not in str(e)
+    else:
+        assert "ppo" not in prof.ppo and prof.num_envs == 64
