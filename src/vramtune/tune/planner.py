@@ -24,7 +24,7 @@ from itertools import islice
 
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune import search
-from vramtune.tune.recommend import past_boundary
+from vramtune.tune.recommend import does_not_fit_words, past_boundary
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile
 from vramtune.workload.rules import ScalingPolicy
@@ -141,9 +141,7 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
                                       f"memory limit lies above it (raise --max-envs to look)")
     if last_fit is None:
         why = _failure_words(by_size[first_fail], space.limit_bytes)
-        return Step(Phase.DONE, None, f"the workload does not fit even at {first_fail} envs "
-                                      f"({why}): try a smaller --start, a larger budget, smaller "
-                                      f"networks or a shorter unroll_length")
+        return Step(Phase.DONE, None, does_not_fit_words(results, first_fail, why))
     # Phase 2: bisect between the last fit and the first failure, refine trials at most.
     refined = [r for r in results if last_fit < r.num_envs < first_fail]
     # hi first: a size that fitted its search trial and then failed its proof run is a
@@ -348,6 +346,10 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -
                                        f"that is not a memory limit, fix the workload first")]
     proposal = search.propose(trials, sp, k)
     if proposal.done:
+        if proposal.fits is None and proposal.fails is not None:  # nothing fitted
+            last = next((r for r in reversed(results) if r.num_envs == proposal.fails), None)
+            why = "failed" if last is None else _failure_words(last, space.limit_bytes)
+            return [Step(Phase.DONE, None, does_not_fit_words(results, proposal.fails, why))]
         return [Step(Phase.DONE, None, _done_words(proposal.reason))]
     phase = _PHASES.get(proposal.phase, Phase.REFINING)
     return [Step(phase, n, _step_words(proposal, n), proposal.predicted.get(n))

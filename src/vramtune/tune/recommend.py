@@ -186,10 +186,31 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
     return "not chosen"
 
 
+def does_not_fit_words(results: Iterable[TrialResult], num_envs: int, why: str) -> str:
+    """Why nothing fits from ``num_envs`` up, said as it happened: a size that fitted its
+    search trial and then failed its longer proof run did not 'not fit': its memory grew
+    after the trial's window, and nothing smaller was measured."""
+    at = [r for r in results if r.num_envs == num_envs]
+    fitted = any(r.purpose is Purpose.SEARCH and r.status is Status.OK for r in at)
+    proof = next((r for r in reversed(at) if r.purpose is not Purpose.SEARCH
+                  and r.status is not Status.OK), None)
+    if fitted and proof is not None:
+        run = "confirming run" if proof.purpose is Purpose.CONFIRM else f"{proof.purpose} run"
+        return (f"{num_envs} envs fitted its search trial but its longer {run} ended in "
+                f"{proof.status} (memory grows after a trial's window), and no size below "
+                f"{num_envs} was measured: try a smaller --start (e.g. --start "
+                f"{max(1, num_envs // 2)}) or a larger budget")
+    return (f"the workload does not fit even at {num_envs} envs ({why}): try a smaller "
+            f"--start, a larger budget, smaller networks or a shorter unroll_length")
+
+
 def _nothing_fits(rows: list[TrialResult], limit: int | None) -> str:
     if not rows:
         return "no trials were measured"
     smallest = rows[0]
+    if any(r.num_envs == smallest.num_envs and r.purpose is not Purpose.SEARCH
+           and r.status is not Status.OK for r in rows):
+        return does_not_fit_words(rows, smallest.num_envs, str(smallest.status))
     if smallest.status is Status.OOM or (limit is not None and smallest.status is Status.OK
                                          and (smallest.peak_bytes or 0) > limit):
         return (f"the workload does not fit even at num_envs={smallest.num_envs}: try a larger "

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune.planner import SearchMethod
 from vramtune.tune.recommend import Objective, choose
-from vramtune.tune.sweep import SweepConfig, edge_step, next_steps
+from vramtune.tune.sweep import SweepConfig, edge_step, next_steps, search_outcome
 from vramtune.workload.profile import load_profile
 
 GB = 10**9
@@ -115,3 +117,21 @@ def test_a_failed_confirmation_gives_bisection_a_fresh_refine_budget_below_it():
     results.append(r(step.num_envs))
     [step] = _steps(config, results)
     assert step.phase != "confirming" or step.num_envs >= 576
+
+
+@pytest.mark.parametrize("method", [SearchMethod.BISECT, SearchMethod.PREDICTIVE])
+def test_a_start_that_fits_its_trial_and_fails_its_confirmation_is_said_as_it_happened(method):
+    # review finding: fidelity-stepdown 1.15 GB said "does not fit even at 256 envs" and
+    # "no trial finished ok" when 256 fitted its search trial and failed its long run
+    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 256, 1024, 3,
+                         objective=Objective.MAX_ENVS, search=method)
+    results = [r(256, data_gb=1.0), r(512, Status.OOM), r(384, Status.OOM),
+               r(320, Status.OOM), r(288, Status.OOM),
+               r(256, Status.OOM, purpose=Purpose.CONFIRM)]
+    assert _steps(config, results) == []  # nothing left to measure at or above --start
+    reason = search_outcome(results, config.space()).reason
+    assert "256 envs fitted its search trial but its longer confirming run ended in oom" \
+        in reason and "--start 128" in reason and "does not fit even" not in reason
+    rec = choose(results, int(1.2 * GB), 0.1, Objective.MAX_ENVS)
+    assert rec.chosen is None
+    assert "fitted its search trial" in rec.notice and "no trial finished ok" not in rec.notice

@@ -2,7 +2,7 @@ import pytest
 import yaml
 
 from vramtune.errors import UserError
-from vramtune.workload.profile import builtin_profiles, load_profile, profile_from_dict
+from vramtune.workload.profile import Measure, builtin_profiles, load_profile, profile_from_dict
 from vramtune.workload.rules import ScalingPolicy
 
 
@@ -36,6 +36,20 @@ def test_unknown_key_names_the_key_and_the_valid_ones():
 def test_unknown_nested_key():
     with pytest.raises(UserError, match="measure: unknown key 'window'"):
         profile_from_dict({"name": "x", "env": "brax:fast", "measure": {"window": 1}})
+
+
+def test_every_measure_key_is_read_and_checked():
+    # each field of Measure, set to a value other than its default, arrives as set
+    given = {"warmup_intervals": 2, "min_intervals": 4, "max_intervals": 30,
+             "min_window_s": 2.5, "steps_per_epoch": 3, "min_training_steps": 7,
+             "min_evals": 2, "steady_intervals": 3, "steady_tolerance": 0.01}
+    assert set(given) == set(Measure.__dataclass_fields__)
+    p = profile_from_dict({"name": "x", "env": "brax:fast", "measure": given})
+    assert {k: getattr(p.measure, k) for k in given} == given
+    for bad in ("abc", -0.1, 2, float("nan")):
+        with pytest.raises(UserError, match="measure.steady_tolerance"):
+            profile_from_dict({"name": "x", "env": "brax:fast",
+                               "measure": {"steady_tolerance": bad}})
 
 
 def test_managed_ppo_key_rejected():
