@@ -22,6 +22,13 @@ def _at(values: list[int | None] | None, i: int) -> int | None:
     return values[i] if values is not None and i < len(values) else None
 
 
+def steady_words(steady: bool | None) -> str:
+    """A trial that stopped at max_intervals may still have been growing: say so."""
+    if steady is None:
+        return NA
+    return "yes" if steady else "no: still growing when the trial ended (raise max_intervals)"
+
+
 def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
     """(label, value) pairs for one trial, memory labelled by what it is a peak of."""
     host = HOST_RAM  # host figures are host RAM on any backend
@@ -47,6 +54,10 @@ def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
             if (r.device_count or 1) > 1 and r.steps_per_s is not None else "")),
         ("steps/s range", f"{rate(r.steps_per_s_min)} .. {rate(r.steps_per_s_max)}"
          f" over {r.measured_intervals} intervals" if r.measured_intervals else NA),
+        ("training steps, evaluations",
+         f"{r.training_steps if r.training_steps is not None else NA}, "
+         f"{r.evals if r.evals is not None else NA}"),
+        ("memory steady at the end", steady_words(r.memory_steady)),
     ]
     if r.is_gpu or r.jax_peak_bytes_in_use is not None:
         rows += [
@@ -69,6 +80,9 @@ def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
                 format_bytes(_at(values, i)) for values in (
                     r.jax_peak_bytes_in_use_per_device, r.jax_peak_pool_bytes_per_device,
                     r.nvml_process_peak_bytes_per_device, r.outside_pool_bytes_per_device))))
+    if r.host_peak_data_bytes is not None:
+        rows.append((f"{host} peak data segment (what RLIMIT_DATA counts)",
+                     format_bytes(r.host_peak_data_bytes)))
     rows += [
         (f"{host} peak RSS (exact)", format_bytes(r.host_peak_rss_bytes)),
         (f"{host} process tree peak (sampled)", format_bytes(r.host_tree_rss_peak_bytes)),

@@ -167,6 +167,14 @@ class TrialResult:
         return self.host_peak_data_bytes
 
     @property
+    def cap_figure_words(self) -> str:
+        """'pool' / 'data segment': what ``cap_figure_bytes`` is a peak of; '' when not
+        measured (then a peak shown is the plain peak, ``peak_bytes``)."""
+        if self.cap_figure_bytes is None:
+            return ""
+        return "pool" if self.is_gpu else "data segment"
+
+    @property
     def cap_figure_limit_bytes(self) -> int | None:
         """What ``cap_figure_bytes`` is held to. On GPU the pool's limit in force (JAX's
         bytes_limit: the cap minus what lives outside the pool), not the cap itself: a pool

@@ -194,6 +194,9 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
     if rec.chosen:
         summary_text = chosen_summary(rec.chosen, config.budget_bytes)
         console.print(f"[bold green]recommended:[/] {escape(summary_text)}")
+        if rec.chosen.memory_steady is False:
+            console.print("[yellow]warning:[/] its trial ended with memory still growing "
+                          "(measure.max_intervals reached)")
         if rec.confirmed_line:
             console.print(f"[green]{escape(rec.confirmed_line)}[/]")
         elif config.confirm and not interrupted:

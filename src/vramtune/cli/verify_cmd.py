@@ -54,10 +54,12 @@ def verify(
     else:
         console.print(render_trial(result))
         if result.status is Status.OK:
-            peak = result.cap_figure_bytes or result.peak_bytes
+            peak = (result.cap_figure_bytes if result.cap_figure_bytes is not None
+                    else result.peak_bytes)
+            what = f" {result.cap_figure_words}" if result.cap_figure_words else ""
             console.print(f"[bold green]verified:[/] {escape(str(config))} trained "
                           f"{result.training_steps} training steps under {escape(result.cap or '')}"
-                          f", peak {format_bytes(peak)} {result.memory_label}")
+                          f", peak {format_bytes(peak)} {result.memory_label}{what}")
         else:
             last = (result.error_message or "").strip().splitlines()[-1:] or [""]
             console.print(f"[bold red]not verified:[/] {result.status}: {escape(last[0])}")

@@ -185,6 +185,10 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
             notices.append(f"num_envs={chosen.num_envs} is the largest size measured and it "
                            f"fits: larger sizes were never tried; a sweep with a higher "
                            f"--max-envs may find a faster one")
+        if chosen.memory_steady is False:
+            notices.append(f"num_envs={chosen.num_envs}'s trial ended with its memory still "
+                           f"growing (measure.max_intervals reached): only a long confirming "
+                           f"run shows where it settles")
         change = optimisation_change(source.profile, chosen)
         rec = replace(rec, confirmation=confirmation_for(source, chosen.num_envs,
                                                           rec.limit_bytes))

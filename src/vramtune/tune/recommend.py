@@ -40,8 +40,7 @@ class Recommendation:
         if c is None:
             return None
         peak = c.cap_figure_bytes if c.cap_figure_bytes is not None else c.peak_bytes
-        what = ("pool" if c.is_gpu and c.jax_peak_pool_bytes is not None
-                else "data segment" if c.host_peak_data_bytes is not None and not c.is_gpu else "")
+        what = c.cap_figure_words
         return (f"confirmed: {c.training_steps} training steps, peak "
                 f"{format_bytes(peak)} {c.memory_label}{' ' + what if what else ''}"
                 f" under {c.cap or 'no cap'}")

@@ -129,7 +129,7 @@ def sweep_table(results: Sequence[TrialResult], rec: Recommendation,
                      col["status"][i], format_bytes(col["alloc_peak_bytes"][i]),
                      format_bytes(col["process_peak_bytes"][i]),
                      format_bytes(col["host_peak_bytes"][i]),
-                     "" if capped is None else (format_bytes(capped)
+                     fmt.NA if capped is None else (format_bytes(capped)
                                                 + (f" / {format_bytes(cap)}" if cap else "")),
                      fmt.percent(col["budget_share"][i]),
                      _number(col["compile_s"][i], ".1f"),

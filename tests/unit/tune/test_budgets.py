@@ -52,3 +52,14 @@ def test_no_prediction_at_or_below_the_cap_or_without_a_model():
     assert choose_for_budget(measurements(SWEEP), CAP, headroom_fraction=0.0).predicted is None
     one_size = [rec(256, 864), rec(512, status=Status.OOM)]
     assert choose_for_budget(measurements(one_size), int(2e9), 0.0).predicted is None
+
+
+def test_a_pick_whose_memory_was_still_growing_says_so():
+    from dataclasses import replace
+    growing = [rec(256, 864), replace(rec(512, 928), memory_steady=False),
+               rec(1024, status=Status.OOM)]
+    e = choose_for_budget(measurements(growing), CAP, headroom_fraction=0.0)
+    assert e.chosen.num_envs == 512
+    assert any("still growing" in n for n in e.notices)
+    steady = choose_for_budget(measurements(SWEEP), CAP, headroom_fraction=0.0)
+    assert not any("still growing" in n for n in steady.notices)
