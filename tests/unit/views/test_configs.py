@@ -319,3 +319,36 @@ def test_runs_that_name_different_objectives_fall_back_to_throughput(tmp_path):
     b = load_run(_proved_run(tmp_path / "b", "knee"))
     assert merge_runs([a, b]).objective is None
     assert merge_runs([a]).objective is Objective.MAX_ENVS
+
+
+@pytest.mark.parametrize("name", ["quick", "ant", "humanoid", "playground-cartpole",
+                                  "playground-go1"])
+@pytest.mark.parametrize("fmt_", list(ConfigFormat))
+def test_emitted_files_hold_training_settings_only(name, fmt_):
+    # issue 10 item 5: every ppo kwarg is the profile's training setting (kept as it is) or
+    # a measured batch setting; nothing from measure: (how long a trial ran, its evaluation
+    # count) or set only to measure (run_evals: false) reaches the user's config
+    from vramtune.workload.profile import Measure, load_profile
+
+    profile = load_profile(name)
+    shape = profile.base_shape
+    chosen = TrialResult(status=Status.OK, profile=name, profile_hash=profile.hash,
+                         num_envs=shape.num_envs, batch_size=shape.batch_size,
+                         num_minibatches=shape.num_minibatches,
+                         unroll_length=profile.unroll_length, backend="cpu",
+                         budget_bytes=8 * GB, steps_per_s=1000.0, measured_intervals=3,
+                         host_peak_rss_bytes=900 * MiB)
+    run = Run(Path("run"), RunHeader(**{**header(budget=8 * GB, gpu=False).__dict__,
+                                        "profile_name": name, "profile_hash": profile.hash,
+                                        "profile": profile.to_dict()}), (chosen,))
+    source = merge_runs([run])
+    text = render(source, choose_for_budget(source, 8 * GB), fmt_, mem_fraction_var=VAR)
+    data = yaml.safe_load(text)
+    block = (data.get("ppo_params") or data.get("ppo") or {})
+    block = {k: v for k, v in block.items() if k != "network_factory"}
+    measured = {"num_envs", "batch_size", "num_minibatches", "unroll_length"}
+    assert set(block) == set(profile.ppo) | measured | {"episode_length", "action_repeat"}
+    assert not set(block) & set(Measure.__dataclass_fields__)
+    assert all(block[k] == v for k, v in profile.ppo.items() if k not in measured)
+    if "run_evals" not in profile.ppo:
+        assert "run_evals" not in block  # brax's default (evaluation on) stays the default
