@@ -9,9 +9,14 @@ For each budget B (bytes, e.g. 1.2GB = 1.2e9):
      loaded case: DESIGN.md says load moves the peak under a cap): benchmarks/user_train.py,
      a plain brax PPO script with no vramtune imports, evaluation on (11 evals), 100 training
      steps, RLIMIT_DATA = the full budget B (the user's cap).
-  3. The next size above N that the sweep measured: one user-style run under the same cap.
-     If it fails, the largest surviving size is below it, so the recommendation is within
-     one refinement step of it; if it survives, that is recorded as it is.
+  3. The next size above N that the sweep measured: one user-style run under the line the
+     pick promises, B x (1 - headroom). If it fails, N is the largest size on the sweep's
+     grid whose user run fits under that line; if it survives, that is recorded as it is.
+  4. (--line-runs) The same question asked both ways, 2 at once each: N's user run under
+     the line B x 0.9 (does the user's own run of the pick keep the headroom the trial
+     proved, or does it only fit by eating into it?), and the next size's user run under
+     the full B (the largest size that survives the user's cap may lie above N by the
+     headroom: that is what the headroom is for, and this says by how much).
 
 Every step writes its JSON under --results/<B>/ as soon as it ends, and a step whose file
 exists is not run again (so a run cut by --stop-at can be continued). No step starts after
@@ -209,8 +214,49 @@ def one_budget(budget: str, root: Path, ratio: bool, stop_at: dt.datetime,
         r = summary["next_run"]
         print(f"  {budget}: next size {above[0]} -> {r['status']} peak VmData "
               f"{mib(r['peak_vmdata'])} MiB ({r['message']})")
+    if LINE_RUNS:
+        if "line_runs" not in summary and time_ok(f"2 user runs of {n} under the line"):
+            summary["line_runs"] = user_runs(n, bs, nmb, line, 2, stop_at, bdir / "line")
+            save_summary()
+        if above and "next_runs_full" not in summary and time_ok(
+                f"2 user runs of {above[0]} under B"):
+            summary["next_runs_full"] = user_runs(above[0], None, nmb, cap, 2, stop_at,
+                                                  bdir / "full")
+            save_summary()
+        for key, what in (("line_runs", f"{n} under B x 0.9"),
+                          ("next_runs_full", f"{summary.get('next_size')} under B")):
+            for r in summary.get(key, []):
+                print(f"  {budget}: user {what} -> {r['status']} peak VmData "
+                      f"{mib(r['peak_vmdata'])} MiB ({r['message']})")
     save_summary()
     return summary
+
+
+LINE_RUNS = False  # main() sets it from --line-runs
+
+
+def runs_cell(runs: list[dict] | None) -> str:
+    if not runs:
+        return "not run"
+    ok = sum(r["status"] == "ok" for r in runs)
+    return f"{ok}/{len(runs)} ok (" + ", ".join(
+        f"{r['status']} {mib(r['peak_vmdata'])}" for r in runs) + ")"
+
+
+def line_table(root: Path, budgets: list[str]) -> str:
+    """Step 4's table: the pick under the line, the next size under the full budget."""
+    lines = ["| budget | N | line B x 0.9 (MiB) | user runs of N under the line (peak VmData "
+             "MiB) | next size | user runs of it under B (MiB) |", "|" + " --- |" * 6]
+    for b in budgets:
+        f = root / b / "summary.json"
+        s = json.loads(f.read_text()) if f.exists() else {}
+        rec = (s.get("sweep") or {}).get("recommended") or {}
+        if "line_runs" not in s and "next_runs_full" not in s:
+            continue
+        lines.append(f"| {b} | {rec.get('num_envs')} | {mib(s.get('next_cap_bytes'))} | "
+                     f"{runs_cell(s.get('line_runs'))} | {s.get('next_size')} | "
+                     f"{runs_cell(s.get('next_runs_full'))} |")
+    return "\n".join(lines)
 
 
 def table(root: Path, budgets: list[str]) -> str:
@@ -264,12 +310,18 @@ def main() -> None:
                    help="the sweep's --objective (max-envs aims at the edge, for the "
                         "'within one refinement step' criterion; default: vramtune's)")
     p.add_argument("--start", default="256", help="the sweep's --start ('' = the profile's)")
+    p.add_argument("--line-runs", action="store_true",
+                   help="step 4: the pick's user runs under B x 0.9 and the next size's "
+                        "under B, 2 at once each")
     p.add_argument("--table", action="store_true",
                    help="only print the README table from the saved results")
     args = p.parse_args()
     if args.table:
         print(table(Path(args.results), args.budgets))
+        print(line_table(Path(args.results), args.budgets))
         return
+    global LINE_RUNS
+    LINE_RUNS = args.line_runs
     now = dt.datetime.now(dt.UTC)
     if args.stop_at:
         hh, mm = (int(x) for x in args.stop_at.split(":"))
@@ -285,6 +337,7 @@ def main() -> None:
            for b in args.budgets}
     save(root / "all.json", out)
     print(table(root, args.budgets))
+    print(line_table(root, args.budgets))
 
 
 if __name__ == "__main__":
