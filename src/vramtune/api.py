@@ -146,7 +146,7 @@ def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size 
                   max_envs: int | None = None, refine: int | None = None,
                   objective: str | Objective | None = None, out: str | Path | None = None,
                   resume: str | Path | None = None, timeout_s: float | None = None,
-                  cache: bool = True, standby: bool = True, confirm: bool | None = None,
+                  cache: bool | None = None, standby: bool = True, confirm: bool | None = None,
                   confirm_steps: int | None = None, devices: int | None = None,
                   search: str | SearchMethod | None = None, parallel: int = 1,
                   executor: str | None = None, ray_address: str | None = None,
@@ -180,7 +180,7 @@ def prepare_sweeps(profile: str | Path | Profile | None = None, *,
                    max_envs: int | None = None, refine: int | None = None,
                    objective: str | Objective | None = None, out: str | Path | None = None,
                    resume: str | Path | None = None, timeout_s: float | None = None,
-                   cache: bool = True, confirm: bool | None = None,
+                   cache: bool | None = None, confirm: bool | None = None,
                    confirm_steps: int | None = None, devices: int | None = None,
                    search: str | SearchMethod | None = None,
                    ray_address: str | None = None) -> tuple[Path, list[PreparedSweep]]:
@@ -235,7 +235,7 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
           headroom: Percent = None, start: int | None = None, max_envs: int | None = None,
           refine: int | None = None, objective: str | Objective | None = None,
           out: str | Path | None = None, resume: str | Path | None = None,
-          timeout_s: float | None = None, cache: bool = True, standby: bool = True,
+          timeout_s: float | None = None, cache: bool | None = None, standby: bool = True,
           confirm: bool | None = None, confirm_steps: int | None = None,
           devices: int | None = None, search: str | SearchMethod | None = None,
           parallel: int = 1, executor: str | None = None, ray_address: str | None = None,
@@ -257,6 +257,12 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
     return run_prepared(prepared, on_event)
 
 
+def _cache_dir(cache: bool | None) -> str | None:
+    """JAX's persistent compile cache: on unless ``cache`` is False. None (the default) still
+    compiles cold on CPU under a cap (``measure.trial``), where a hit lowers the peak."""
+    return str(default_cache_dir() / "jax") if cache is not False else None
+
+
 def as_devices(value: int | None) -> int | None:
     """--devices: a positive integer, or None for the default (1, or a resumed run's)."""
     if value is None:
@@ -273,7 +279,7 @@ def device_facts(nvml: Nvml) -> DeviceFacts:
 
 def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None = None, *,
                   gpu_mem: Size = None, timeout_s: float | None = None,
-                  cache: bool = True, devices: int | None = None) -> TrialRequest:
+                  cache: bool | None = None, devices: int | None = None) -> TrialRequest:
     """A validated trial request: every input checked before anything starts."""
     budget_bytes = as_cap(gpu_mem)
     check_timeout(timeout_s)
@@ -283,7 +289,7 @@ def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None 
         raise UserError(f"--num-envs must be an integer from 1 to {MAX_NUM_ENVS}, got "
                         f"{num_envs}")
     return TrialRequest(prof, n, budget_bytes=budget_bytes, timeout_s=timeout_s,
-                        compile_cache_dir=str(default_cache_dir() / "jax") if cache else None,
+                        compile_cache_dir=_cache_dir(cache), cache_under_cpu_cap=cache is True,
                         device_count=as_devices(devices) or 1)
 
 
@@ -298,7 +304,7 @@ def run_request(request: TrialRequest, *, on_event: EventCallback | None = None,
 
 
 def trial(profile: str | Path | Profile = "quick", num_envs: int | None = None, *,
-          gpu_mem: Size = None, timeout_s: float | None = None, cache: bool = True,
+          gpu_mem: Size = None, timeout_s: float | None = None, cache: bool | None = None,
           devices: int | None = None, on_event: EventCallback | None = None) -> TrialResult:
     """One measured trial in its own subprocess (the profile's num_envs by default)."""
     request = trial_request(profile, num_envs, gpu_mem=gpu_mem, timeout_s=timeout_s,
@@ -396,7 +402,7 @@ def _emitted_blocks(path: Path, batch: BatchConfig) -> tuple[dict[str, Any], dic
 
 def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Profile | None = None,
            headroom: Percent = "10%", steps: int = 100, timeout_s: float | None = None,
-           cache: bool = True, devices: int | None = None,
+           cache: bool | None = None, devices: int | None = None,
            on_event: EventCallback | None = None, nvml: Nvml | None = None) -> TrialResult:
     """Train a config file's settings ``steps`` training steps, evaluation as configured,
     under the budget x (1 - headroom) cap the sweep uses; the record says if it fit."""
@@ -412,7 +418,7 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
     request = TrialRequest(prof, prof.num_envs, budget_bytes=budget_bytes, cap_bytes=limit,
                            timeout_s=(timeout_s if timeout_s is not None
                                       else prof.timeout_s * max(10, steps / 5)),
-                           compile_cache_dir=str(default_cache_dir() / "jax") if cache else None,
+                           compile_cache_dir=_cache_dir(cache), cache_under_cpu_cap=cache is True,
                            purpose=Purpose.CONFIRM, training_steps=steps,
                            device_count=as_devices(devices) or 1)
     if request.profile.shape_for(request.num_envs, request.device_count) is None:

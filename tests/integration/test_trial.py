@@ -48,6 +48,28 @@ def test_ok_trial_measures_steady_state(num_envs):
     assert record["versions"]["brax"] and record["versions"]["jax"]
 
 
+def test_a_cpu_trial_under_a_cap_compiles_cold_unless_told(tmp_path):
+    """A compile-cache hit skips compilation and the host memory it holds (~130-190 MiB of
+    quick's peak), which a user's first run pays: under a CPU cap the cache is not used by
+    default, so a confirming run at a size the search compiled meets the cold peak too."""
+    def cache_files(home):
+        return [p for p in (home / "vramtune" / "jax").rglob("*") if p.is_file()]
+
+    capped = tmp_path / "capped"
+    proc = run_cli("trial", "--num-envs", "64", "--gpu-mem", "2GB", "--json",
+                   env={"XDG_CACHE_HOME": str(capped)})
+    assert proc.returncode == 0, proc.stderr
+    assert cache_files(capped) == []
+    proc = run_cli("trial", "--num-envs", "64", "--gpu-mem", "2GB", "--cache", "--json",
+                   env={"XDG_CACHE_HOME": str(capped)})
+    assert proc.returncode == 0, proc.stderr
+    assert cache_files(capped), "an explicit --cache uses it under the cap too"
+    free = tmp_path / "free"
+    proc = run_cli("trial", "--num-envs", "64", "--json", env={"XDG_CACHE_HOME": str(free)})
+    assert proc.returncode == 0, proc.stderr
+    assert cache_files(free), "without a cap the cache is on by default"
+
+
 def test_real_oom_under_a_cap():
     proc = run_cli("trial", "--profile", "quick", "--num-envs", "2048", "--gpu-mem", "1.1GB",
                    "--json")

@@ -24,6 +24,9 @@ BUDGET_HELP = (f"Memory budget. GPU: emulate a card this size (JAX's memory frac
                f"capped). CPU: host memory, enforced with RLIMIT_DATA. {SIZE_HELP}.")
 
 
+CACHE_HELP = ("JAX's persistent compilation cache. Default: on, except on CPU under a budget, "
+              "where a cache hit skips compilation and the host memory a first training run "
+              "pays (--cache uses it anyway).")
 DEVICES_HELP = ("Devices each trial trains on (brax pmaps over all of them; num_envs must divide "
                 "evenly). GPU: the first N GPUs CUDA would use, pinned by UUID, budget per GPU. "
                 "CPU: N XLA host devices in one process under one budget.")

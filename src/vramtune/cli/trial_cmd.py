@@ -12,6 +12,7 @@ from rich.table import Table
 from vramtune import api
 from vramtune.cli.common import (
     BUDGET_HELP,
+    CACHE_HELP,
     DEVICES_HELP,
     console,
     err_console,
@@ -44,7 +45,7 @@ def trial(
     timeout: Annotated[float | None, typer.Option(help="Kill the trial after this many seconds "
                                                       "(default: the profile's).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the record as JSON.")] = False,
-    cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
+    cache: Annotated[bool | None, typer.Option(help=CACHE_HELP)] = None,
     devices: Annotated[int, typer.Option("--devices", help=DEVICES_HELP)] = 1,
 ) -> None:
     """Run ONE real PPO trial in a subprocess and print its measured record."""

@@ -11,6 +11,7 @@ from rich.markup import escape
 from vramtune import api
 from vramtune.cli.common import (
     BUDGET_HELP,
+    CACHE_HELP,
     DEVICES_HELP,
     console,
     phase_printer,
@@ -36,7 +37,7 @@ def verify(
                                                "sweep does.")] = "10%",
     timeout: Annotated[float | None, typer.Option(help="Time limit in seconds (default: 10x "
                                                       "the profile's trial limit).")] = None,
-    cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
+    cache: Annotated[bool | None, typer.Option(help=CACHE_HELP)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the record as JSON.")] = False,
     devices: Annotated[int, typer.Option("--devices", help=DEVICES_HELP)] = 1,
 ) -> None:
