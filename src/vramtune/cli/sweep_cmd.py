@@ -17,6 +17,7 @@ from rich.text import Text
 from vramtune import api, fmt
 from vramtune.cli.common import (
     BUDGET_HELP,
+    CACHE_HELP,
     DEVICES_HELP,
     Terminated,
     console,
@@ -26,7 +27,7 @@ from vramtune.cli.common import (
 )
 from vramtune.cli.tables import rich_table, sweep_rich
 from vramtune.errors import UserError
-from vramtune.measure.wire import Event, Phase, Sample, TrialStarted
+from vramtune.measure.wire import Event, Phase, Sample, SweepNote, TrialStarted
 from vramtune.records import Purpose, Status, TrialResult, any_gpu
 from vramtune.results.store import RESULTS_FILE
 from vramtune.tune.planner import SearchMethod
@@ -91,6 +92,11 @@ class _Progress:
             if not self.tty:
                 print(f"trial {self.index} (at most {self.planned}): num_envs={self.num_envs} "
                       f"({event.reason})", flush=True)
+        elif isinstance(event, SweepNote):
+            if self.live:
+                self.live.console.print(f"  {event.text}", markup=False, highlight=False)
+            else:
+                print(f"  {event.text}", flush=True)
         elif isinstance(event, Phase):
             self.phase = event.phase
         elif isinstance(event, Sample):
@@ -138,6 +144,8 @@ class _LabelledLines:
         if not self.quiet and isinstance(event, TrialStarted):
             console.print(f"[{label}] trial {event.index}: num_envs={event.num_envs} "
                           f"({event.reason})", markup=False, highlight=False)
+        elif not self.quiet and isinstance(event, SweepNote):
+            console.print(f"[{label}] {event.text}", markup=False, highlight=False)
 
     def trial_done(self, label: str, result: TrialResult) -> None:
         if not self.quiet:
@@ -234,7 +242,7 @@ def sweep(
     resume: Annotated[str | None, typer.Option(help="Continue the sweep in this run directory; "
                                                     "measured trials are not run again.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Per-trial time limit in seconds.")] = None,
-    cache: Annotated[bool, typer.Option(help="Use JAX's persistent compilation cache.")] = True,
+    cache: Annotated[bool | None, typer.Option(help=CACHE_HELP)] = None,
     standby: Annotated[bool, typer.Option(help="Start (and import) the next trial's process "
                                                "while the current one compiles.")] = True,
     confirm: Annotated[bool | None, typer.Option(

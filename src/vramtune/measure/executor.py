@@ -14,6 +14,7 @@ from typing import Protocol
 import psutil
 
 from vramtune.measure.cap import Cap, plan_cap
+from vramtune.measure.footprint import FootprintProbe
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.process import EventCallback, Standby
 from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
@@ -88,6 +89,7 @@ class LocalExecutor:
         self.runtime_total_bytes = runtime_total_bytes
         self.use_standby = standby
         self._standby: Standby | None = None
+        self._beside: list[FootprintProbe] = []  # compile-only probes, paused while a trial measures
         self.requested_parallel = max(1, int(parallel))
         self.parallel, self.parallel_note = self._slots(self.requested_parallel)
 
@@ -118,6 +120,18 @@ class LocalExecutor:
                          f"({device / 1e9:.1f} GB at {each / 1e9:.2f} GB each); running {fit}")
         return wanted, None
 
+    def footprint(self, profile_dict: dict, sizes: list[tuple[int, int, int]], device_count: int,
+                  import_path: str | None, timeout_s: float) -> FootprintProbe:
+        """Start the compile-only probe (``measure.footprint``) under the sweep's cap, beside
+        whatever runs: it compiles, it trains nothing."""
+        cap = self.cap if device_count == self.cap.device_count else plan_cap(
+            self.cap.enforced_bytes, self.nvml, self.overhead_bytes, devices=device_count,
+            runtime_total_bytes=self.runtime_total_bytes)
+        probe = FootprintProbe(cap, profile_dict, sizes, device_count=device_count,
+                               import_path=import_path, timeout_s=timeout_s).start()
+        self._beside.append(probe)
+        return probe
+
     def run(self, request: TrialRequest, on_event: EventCallback | None = None) -> TrialResult:
         if invalid_result(request) is not None:
             return run_trial(request)  # rejected before launch: keep the standby for the next
@@ -141,8 +155,11 @@ class LocalExecutor:
             now = phase.get("now")
             if self.use_standby and self._standby is None and now == "compiling":
                 self._standby = Standby(cap)
-            if self._standby is not None and now == "measuring":
-                self._standby.pause()
+            if now == "measuring":
+                if self._standby is not None:
+                    self._standby.pause()
+                for probe in self._beside:
+                    probe.pause()
 
         try:
             return run_trial(request, events, cap=cap, nvml=self.nvml, standby=current,
@@ -150,6 +167,9 @@ class LocalExecutor:
         finally:
             if self._standby is not None:
                 self._standby.resume()
+            self._beside = [p for p in self._beside if not p.done]
+            for probe in self._beside:
+                probe.resume()
 
     def run_batch(self, requests: Sequence[TrialRequest],
                   on_event: EventCallback | None = None) -> Iterator[TrialResult]:
@@ -231,7 +251,10 @@ class LocalExecutor:
                 continue
 
     def close(self) -> None:
-        """Kill the standby, if any: call when no further trial will come."""
+        """Kill the standby and any probe still compiling: call when no further trial will come."""
         if self._standby is not None:
             self._standby.close()
             self._standby = None
+        for probe in self._beside:
+            probe.close()
+        self._beside = []

@@ -129,7 +129,14 @@ class CapProof:
     fields: dict[str, Any]
 
 
-Event = TrialStarted | Launched | Phase | WorkloadInfo | Sample | CapProof
+@dataclass(frozen=True)
+class SweepNote:
+    """A line the sweep itself has to say between trials (the memory prior arrived)."""
+
+    text: str
+
+
+Event = TrialStarted | Launched | Phase | WorkloadInfo | Sample | CapProof | SweepNote
 
 
 def encode_event(**fields: Any) -> str:

@@ -23,6 +23,13 @@ it grows with the distance extrapolated. Calibration (1500 random affine truths 
 uniform): +-2 % -> the 95 % upper bound covers a fresh trial 96-100 % of the time; +-4 % (twice
 issue 10's spread) 86-89 %.
 
+A prior on the growth (``SlopePrior``): XLA's compile-time ``memory_analysis()`` of the training
+epoch at two sizes, compiled and never run (``measure.footprint``), says how many bytes each env
+adds along the profile's batch shapes. It enters as one more observation of the slope (mixed
+estimation: a row ``[0, w]`` with target ``w * slope``, ``w = sd_point / sd_slope``), so one
+measured size is enough to aim, a second far-off size outweighs a wrong prior, and the
+leave-one-out check flags a prior that the trials contradict.
+
 Out-of-memory trials have no peak: they are not fitted; ``misses`` uses them to check the
 model (an OOM where the upper bound said it fits). Pure: numpy and the standard library.
 """
@@ -158,6 +165,21 @@ def as_point(item: Point | Sequence) -> Point:
 
 
 @dataclass(frozen=True)
+class SlopePrior:
+    """Bytes per env the figure the cap counts grows by, from outside the trials (a compile-only
+    probe): a prior with a relative sd, never a measurement of the peak itself."""
+
+    bytes_per_env: float
+    rel_sd: float = 0.15
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.bytes_per_env) and self.bytes_per_env > 0):
+            raise ValueError(f"a slope prior needs a positive finite slope, got {self.bytes_per_env}")
+        if not (math.isfinite(self.rel_sd) and self.rel_sd > 0):
+            raise ValueError(f"a slope prior needs a positive finite sd, got {self.rel_sd}")
+
+
+@dataclass(frozen=True)
 class Prediction:
     """A new trial's peak at one size: one-sided bounds at the confidence asked for."""
 
@@ -193,6 +215,7 @@ class Model:
     rollout_line: tuple[float, float] | None = None
     rollout_slack_bytes: float = 0.0
     sizes: tuple[int, ...] = field(default=())
+    prior: SlopePrior | None = None  # the slope prior this fit used (affine only)
 
     def _row(self, num_envs: float, rollout: float | None) -> tuple[np.ndarray, float]:
         """Design row and the rollout's deviation off the measured line (affine only)."""
@@ -293,17 +316,18 @@ def _frozen(matrix: np.ndarray) -> tuple[tuple[float, ...], ...]:
 
 
 def fit(points: Iterable[Point | Sequence], *, floor_sd: float = FLOOR_SD,
-        prior_dof: float = PRIOR_DOF) -> Model | None:
-    """Least-squares model of the peaks; None with fewer than two distinct sizes.
+        prior_dof: float = PRIOR_DOF, prior: SlopePrior | None = None) -> Model | None:
+    """Least-squares model of the peaks; None with fewer than two distinct sizes (one, with a
+    slope ``prior``).
 
     Repeats at one size are all fitted (they tell the jitter). The rollout term is fitted only
     when it is known for every point, not collinear with num_envs on them, there are at least
-    four points, and its coefficients come out non-negative; otherwise affine.
+    four points, and its coefficients come out non-negative; otherwise affine, with the prior.
     """
     pts = [as_point(p) for p in points]
     pts = [p for p in pts if p.peak_bytes is not None and math.isfinite(p.peak_bytes)]
     sizes = sorted({p.num_envs for p in pts})
-    if len(sizes) < 2:
+    if len(sizes) < (1 if prior is not None else 2):
         return None
     n = len(pts)
     y = np.array([p.peak_bytes for p in pts], dtype=float)
@@ -325,13 +349,21 @@ def fit(points: Iterable[Point | Sequence], *, floor_sd: float = FLOOR_SD,
                          mean_peak, line, sizes=tuple(sizes))
 
     X = np.column_stack([np.ones(n), nv])
-    solved = _solve(X, y)
+    if prior is None:
+        solved = _solve(X, y)
+        p_eff = 2
+    else:  # the prior as one more row: the slope observed with sd rel_sd * slope
+        w = floor_sd * mean_peak / (prior.rel_sd * prior.bytes_per_env)
+        solved = _solve(np.vstack([X, [0.0, w]]), np.append(y, w * prior.bytes_per_env))
+        if solved is not None:
+            solved = (solved[0], solved[1], solved[2][:n])
+        p_eff = 1
     if solved is None:
         return None
     coef, xtx_inv, resid = solved
-    sigma, dof, rdof = _pooled(resid, n, 2, mean_peak, floor_sd, prior_dof)
+    sigma, dof, rdof = _pooled(resid, n, p_eff, mean_peak, floor_sd, prior_dof)
     line, slack = None, 0.0
-    if known:
+    if known and len(sizes) >= 2:
         rl = _solve(X, R)
         if rl is not None:
             alpha, beta = (float(v) for v in rl[0])
@@ -344,7 +376,7 @@ def fit(points: Iterable[Point | Sequence], *, floor_sd: float = FLOOR_SD,
                 slack = max(0.0, A) / alpha
     return Model("affine", tuple(float(c) for c in coef), _frozen(xtx_inv), sigma,
                  sigma / mean_peak, dof, rdof, float(np.max(np.abs(resid))), n, mean_peak, line,
-                 slack, sizes=tuple(sizes))
+                 slack, sizes=tuple(sizes), prior=prior)
 
 
 # ---------------------------------------------------------------------------------------------

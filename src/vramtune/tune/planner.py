@@ -24,6 +24,7 @@ from itertools import islice
 
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune import search
+from vramtune.tune.model import SlopePrior
 from vramtune.tune.recommend import does_not_fit_words, past_boundary
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile
@@ -65,6 +66,9 @@ class SearchSpace:
     # The valid sizes in [lo, hi], ascending, computed lazily from the rules; None: every
     # integer is tried with is_valid (fine for small spaces, a hang for a sparse huge one).
     sizes_between: Callable[[int, int], Iterable[int]] | None = None
+    # bytes per env from XLA's compile-time footprint (tune.prior): one measured size is
+    # then enough to aim the predictive search
+    prior: SlopePrior | None = None
 
     def valid_between(self, lo: int, hi: int) -> Iterable[int]:
         lo = max(lo, 1)
@@ -337,7 +341,7 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -
     limit = (float(model_limit_bytes(results, space.limit_bytes))
              if space.limit_bytes is not None else math.inf)
     sp = search.Space(tuple(grid), limit, space.start, refine=space.refine,
-                      shape_of=space.shape_of, use_model=use_model)
+                      shape_of=space.shape_of, use_model=use_model, prior=space.prior)
     trials = [as_trial(r, space.limit_bytes) for r in results]
     stopper = next((r for r in results if r.status in (Status.ERROR, Status.INVALID)), None)
     if stopper is not None:  # the message says why, as plan() does

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vramtune.tune import model as mm
 
@@ -73,6 +73,9 @@ class Space:
     spread: int = 4  # the bootstrap ladder's factor for k <= spread_up_to workers (else 2)
     spread_up_to: int = 2
     surprise: float = 0.8  # a failure where the current model gives P(fits) >= this: bisect
+    prior: mm.SlopePrior | None = None  # the growth per env from a compile-only probe
+    aim_prior: float = 0.4  # the first jump from one size and the prior (replays: 4.04 trials
+    #                         on the recorded curve at 0.3-0.4, 4.20 at 0.5)
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,8 @@ def bootstrap_sizes(space: Space, k: int = 1) -> list[int]:
     if start is None:
         return []
     factor = space.spread if k <= space.spread_up_to else 2
-    return doubling_ladder([c for c in grid if c >= start], start, factor)[:max(k, 2)]
+    least = 1 if space.prior is not None else 2  # the prior stands in for the second size
+    return doubling_ladder([c for c in grid if c >= start], start, factor)[:max(k, least)]
 
 
 def _start(space: Space, grid: Sequence[int]) -> int | None:
@@ -227,14 +231,15 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
         else:  # the two largest sizes measured, at least
             top = sorted({p.num_envs for p in pts})[-2:]
             pts = [p for p in pts if p.num_envs in top]
-    model = mm.fit(pts) if space.use_model else None
-    missed: list[mm.Miss] = []
-    if model is not None:
-        ooms = [t.num_envs for t in trials if t.status == OOM]
-        missed = mm.misses(pts, ooms, space.cap_bytes or space.limit_bytes, space.shape_of)
-        missed += _under_predicted(model, space, failing)
+    model, missed = _checked_model(pts, trials, space, failing)
     walk = _walk(grid, measured, set(failing), lo)
     vague = model is not None and model.growth()[1] <= 0
+    shifted = ""
+    if model is not None and missed and all(m.what == "fail-below-mean" for m in missed):
+        # An out-of-memory trial has no peak to fit, yet it says the peak there is over the
+        # limit: move the line up until it is (the slope kept), and aim below it again.
+        model, shifted = _shifted(model, space, missed[0].num_envs), f" (shifted: {missed[0]})"
+        missed = []
     if model is not None and not missed and walk < WALK and not vague:
         sizes, phase = _model_pick(model, space, open_, grid, lo, hi, k)
         if sizes:
@@ -243,7 +248,7 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                 pred = model.interval(n, _shape(space, n))
                 predicted[n] = (pred.mean_bytes, pred.upper_bytes)
             words = (f"predicted edge: {_list(sizes)} envs (between {lo} fits and "
-                     f"{hi if hi is not None else 'no failure yet'})")
+                     f"{hi if hi is not None else 'no failure yet'}){shifted}")
             return Proposal(phase, tuple(sizes), words, lo, hi, predicted, model, ())
     why = ""
     if missed:
@@ -254,8 +259,16 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
         why = f" ({walk} sizes in a row fitted at the top: not trusting the model)"
     if hi is None:
         boot = [n for n in bootstrap_sizes(space, k) if n in open_]
-        sizes = boot[:k] if boot else _doubling_pick(grid, open_, lo, k)
-        return Proposal("double", tuple(sizes), f"doubling: {_list(sizes)} envs{why}", lo, hi,
+        how = "doubling"
+        if boot:
+            sizes = boot[:k]
+        elif walk >= WALK and not missed and model is not None:
+            # Fits one candidate above the other: gallop up the grid (1, 2, 4, ... candidates),
+            # not num_envs x 2, which overshoots the edge the model has nearly found.
+            sizes, how = _gallop_pick(open_, walk, k), "galloping up the grid"
+        else:
+            sizes = _doubling_pick(grid, open_, lo, k)
+        return Proposal("double", tuple(sizes), f"{how}: {_list(sizes)} envs{why}", lo, hi,
                         {}, model, tuple(missed))
     sizes = _kary_pick(open_, lo, hi, k)
     return Proposal("bisect", tuple(sizes), f"refining between {lo} and {hi}: {_list(sizes)} "
@@ -286,6 +299,29 @@ def _only_proof_failed(trials: Sequence[Trial], n: int, limit_bytes: float) -> b
     here = [t for t in trials if t.num_envs == n]
     return any(t.proof for t in here) and not any(not t.proof and failed(t, limit_bytes)
                                                   for t in here)
+
+
+def _checked_model(pts: list[mm.Point], trials: Sequence[Trial], space: Space,
+                   failing: list[int]) -> tuple[mm.Model | None, list[mm.Miss]]:
+    """The model to aim with and where it missed: with the slope prior first; where the trials
+    contradict the prior, the trials alone (two sizes at least), so a wrong prior costs the
+    trial that showed it, not the rest of the search."""
+    if not space.use_model:
+        return None, []
+    priors = [space.prior, None] if space.prior is not None else [None]
+    ooms = [t.num_envs for t in trials if t.status == OOM]
+    first: tuple[mm.Model | None, list[mm.Miss]] | None = None
+    for prior in priors:
+        model = mm.fit(pts, prior=prior)
+        if model is None:
+            continue
+        missed = mm.misses(pts, ooms, space.cap_bytes or space.limit_bytes, space.shape_of,
+                           prior=prior)
+        missed += _under_predicted(model, space, failing)
+        if not missed:
+            return model, []
+        first = first or (model, missed)
+    return first if first is not None else (None, [])
 
 
 def _under_predicted(model: mm.Model, space: Space, failing: list[int]) -> list[mm.Miss]:
@@ -326,6 +362,8 @@ def _model_pick(model: mm.Model, space: Space, open_: list[int], grid: list[int]
         return [], "vague"
     if k == 1:
         aim = space.aim_open if hi is None and len(model.sizes) <= 2 else space.aim
+        if hi is None and len(model.sizes) == 1:
+            aim = space.aim_prior
         fit_ok = [n for n in open_ if probs[n] >= aim]
         if fit_ok:
             return [fit_ok[-1]], "predict"
@@ -373,6 +411,20 @@ def _fit_probabilities(model: mm.Model, space: Space, open_: list[int], lo: int,
     if span < MIN_SPAN:
         return None
     return {n: min(1.0, max(0.0, (v - p_hi) / span)) for n, v in probs.items()}
+
+
+def _shifted(model: mm.Model, space: Space, n: int) -> mm.Model:
+    """The model with its constant raised so its mean at n (a size that failed) is the limit."""
+    mean = model.interval(n, _shape(space, n)).mean_bytes
+    coef = list(model.coef)
+    coef[0] += max(0.0, space.limit_bytes - mean)
+    return replace(model, coef=tuple(coef))
+
+
+def _gallop_pick(open_: list[int], walk: int, k: int) -> list[int]:
+    step = 2 ** (walk - WALK)  # 1, 2, 4, ... candidates above the top fit
+    first = min(step, len(open_)) - 1
+    return open_[first:first + k]
 
 
 def _doubling_pick(grid: list[int], open_: list[int], lo: int, k: int) -> list[int]:

@@ -25,7 +25,7 @@ from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import DeviceFacts, measure_device
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest
-from vramtune.measure.wire import Event, TrialStarted
+from vramtune.measure.wire import Event, SweepNote, TrialStarted
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import (
     RESULTS_FILE,
@@ -51,6 +51,7 @@ from vramtune.tune.planner import (
     keeps_base_unrolls,
     plan_round,
 )
+from vramtune.tune.prior import PriorSource
 from vramtune.tune.recommend import (
     KNEE_TOLERANCE,
     RANKED,
@@ -83,6 +84,7 @@ class SweepConfig:
     refine: int | None  # None: the predictive search runs until the edge is bracketed
     timeout_s: float | None = None
     compile_cache_dir: str | None = None
+    cache_under_cpu_cap: bool = False  # --cache given: use the cache on CPU under a cap too
     device_count: int = 1
     objective: Objective = Objective.THROUGHPUT
     confirm: bool = True  # train the chosen config much longer before recommending it
@@ -119,6 +121,7 @@ class SweepState:
     results: list[TrialResult] = field(default_factory=list)
     reused: int = 0
     final_step: Step | None = None
+    prior_note: str | None = None  # where the memory model's slope prior came from, if any
     trial_wall_s: float = 0.0
     sweep_wall_s: float = 0.0
 
@@ -168,7 +171,7 @@ class SweepOptions:
     out: Path | None = None
     resume: Path | None = None
     timeout_s: float | None = None
-    cache: bool = True
+    cache: bool | None = None  # None: on, but not on CPU under a cap (measure.trial); True: on
     standby: bool = True
     confirm: bool | None = None  # None: on, or on resume what the run had
     confirm_steps: int | None = None
@@ -319,7 +322,9 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
         raise UserError(f"--confirm-steps must be an integer from 1 to 1000000, got {confirm_n}")
     config = SweepConfig(prof, budget_bytes, headroom, start, max_envs, refine,
                          timeout_s=o.timeout_s,
-                         compile_cache_dir=str(default_cache_dir() / "jax") if o.cache else None,
+                         compile_cache_dir=(str(default_cache_dir() / "jax")
+                                            if o.cache is not False else None),
+                         cache_under_cpu_cap=o.cache is True,
                          device_count=devices, objective=objective, confirm=confirm,
                          confirm_steps=confirm_n, search=method)
     search = {"start": start, "max_envs": max_envs, "refine": refine,
@@ -603,6 +608,7 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
         purpose = Purpose.REPEAT
     return TrialRequest(config.profile, step.num_envs, budget_bytes=config.budget_bytes,
                         timeout_s=timeout_s, compile_cache_dir=config.compile_cache_dir,
+                        cache_under_cpu_cap=config.cache_under_cpu_cap,
                         purpose=purpose, training_steps=steps, cap_bytes=config.limit_bytes,
                         device_count=config.device_count,
                         alone=purpose is not Purpose.SEARCH)
@@ -615,8 +621,20 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
     run. Resumed trials are not re-run."""
     started = time.perf_counter()
     space = config.space()
+    launch = getattr(executor, "footprint", None)  # local executors: a compile-only probe
+    prior = PriorSource.start(config.profile, space, config.device_count, run_dir, launch,
+                              config.timeout_s or config.profile.timeout_s)
+    if prior.warning and on_event:
+        on_event(SweepNote(prior.warning))
+    round_wall = 0.0
     try:
         while True:
+            searched = any(r.purpose is Purpose.SEARCH for r in state.results)
+            found, note = prior.get(searched, round_wall)
+            space = replace(space, prior=found)
+            state.prior_note = note or state.prior_note
+            if note and on_event:
+                on_event(SweepNote(note))
             steps = next_steps(config, state.results, space, executor.parallel)
             if not steps:
                 state.final_step = search_outcome(state.results, space, executor.parallel)
@@ -628,13 +646,16 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
                     on_event(TrialStarted(index, step.num_envs, str(step.phase), step.reason))
                 requests.append(trial_request(config, state.results, step))
             by_size = {(r.num_envs, r.purpose): s for r, s in zip(requests, steps, strict=True)}
+            round_started = time.perf_counter()
             for result in executor.run_batch(requests, on_event):
                 state.results.append(result)  # kept even when the write below fails
                 append_result(run_dir, result)  # fsynced before anything else can go wrong
                 state.trial_wall_s += result.wall_s or 0.0
                 if on_trial:
                     on_trial(by_size[(result.num_envs, result.purpose)], result)
+            round_wall = time.perf_counter() - round_started
     finally:
+        prior.close()  # a probe still compiling is killed with the sweep
         executor.close()  # no standby process may outlive the sweep, however it ends
         state.sweep_wall_s += time.perf_counter() - started
 
@@ -685,6 +706,7 @@ def summary(state: SweepState, recommendation: Any, run_dir: Path) -> dict[str, 
     return {
         "run_dir": str(run_dir),
         "stopped_because": state.final_step.reason if state.final_step else "interrupted",
+        "memory_prior": state.prior_note,
         "trials": len(state.results), "reused": state.reused,
         "recommended": chosen.to_dict() if chosen else None,
         "confirmed": (recommendation.confirmation.to_dict() if recommendation.confirmation

@@ -193,3 +193,44 @@ def test_oom_where_the_model_was_sure_it_fits_is_a_miss():
     found = mm.misses(pts, oom_sizes=[1100], cap_bytes=cap)  # predicted well under it
     assert [x.what for x in found] == ["oom-at-fit"]
     assert "ran out of memory" in str(found[0])
+
+
+# ----------------------------------------------------------------------------- slope prior
+
+def test_one_size_and_a_prior_give_the_line_through_it():
+    f = affine(700, 0.25)
+    prior = mm.SlopePrior(0.25 * MiB, 0.15)
+    assert mm.fit([(256, f(256))]) is None  # one size alone says nothing of the slope
+    m = mm.fit([(256, f(256))], prior=prior)
+    assert m.kind == "affine" and m.prior == prior and m.sizes == (256,)
+    assert m.coef[0] == pytest.approx(700 * MiB) and m.coef[1] == pytest.approx(0.25 * MiB)
+    near, far = m.interval(512), m.interval(4096)
+    assert near.mean_bytes == pytest.approx(f(512)) and far.mean_bytes == pytest.approx(f(4096))
+    # the slope's sd (15 %) grows with the distance extrapolated
+    assert far.upper_bytes - far.mean_bytes > 2 * (near.upper_bytes - near.mean_bytes)
+    assert m.growth()[1] > 0  # the prior says it grows: something to aim with
+
+
+def test_two_far_sizes_outweigh_a_wrong_prior():
+    f = affine(900, 0.235)
+    wrong = mm.SlopePrior(0.47 * MiB, 0.15)  # twice the truth
+    m = mm.fit([(128, f(128)), (2048, f(2048))], prior=wrong)
+    assert m.coef[1] / MiB == pytest.approx(0.235, rel=0.05)
+    assert m.predict(1024)[0] == pytest.approx(f(1024), rel=0.01)
+
+
+def test_a_trial_off_the_prior_line_is_a_miss():
+    f = affine(900, 0.235)
+    prior = mm.SlopePrior(0.235 * MiB, 0.15)
+    fine = [(128, f(128)), (1024, f(1024))]
+    assert mm.misses(fine, prior=prior) == []
+    off = [(128, f(128)), (1024, f(1024) + 150 * MiB)]  # 150 MiB above: the prior was wrong
+    found = mm.misses(off, prior=prior)
+    assert found and found[0].what in ("ok-above", "ok-below")
+
+
+@pytest.mark.parametrize("slope, sd", [(0.0, 0.15), (-1.0, 0.15), (float("nan"), 0.15),
+                                       (float("inf"), 0.15), (1.0, 0.0), (1.0, -0.1)])
+def test_a_slope_prior_must_be_positive_and_finite(slope, sd):
+    with pytest.raises(ValueError):
+        mm.SlopePrior(slope, sd)

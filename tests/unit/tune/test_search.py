@@ -316,3 +316,51 @@ def test_a_size_that_failed_only_its_proof_run_is_bisected_below_not_predicted()
     # a size that failed its search trial too is the search's own failure: model as before
     both = [ok(256, 781), ok(512, 820), oom(1024), S.Trial(1024, S.OOM, proof=True)]
     assert "failed a longer run" not in S.propose(both, sp, 1).reason
+
+
+# ----------------------------------------------------------------------------- slope prior
+
+def prior(mib_per_env, rel_sd=0.15):
+    from vramtune.tune.model import SlopePrior
+
+    return SlopePrior(mib_per_env * MiB, rel_sd)
+
+
+def test_a_prior_bootstraps_from_one_size_and_aims_at_once():
+    f = lambda n: 700 + 0.25 * n  # noqa: E731
+    sp = space(f(1500), prior=prior(0.25))  # edge between 1408 and 1536
+    assert S.bootstrap_sizes(sp, 1) == [256] and S.bootstrap_sizes(sp, 2) == [256, 1024]
+    prop = S.propose([ok(256, f(256))], sp, 1)
+    assert prop.phase == "predict" and prop.sizes[0] > 1024 and prop.predicted
+    trials, rounds, prop = drive(f, sp)
+    assert (prop.fits, prop.fails) == (1408, 1536)
+    assert len(trials) <= 4  # 256, the jump, at most one correction, the proof
+
+
+def test_a_wrong_prior_still_brackets_exact_truths():
+    rng = random.Random(11)
+    for _ in range(120):
+        t = affine_truth(rng)
+        g = tuple(S.round_grid(t.is_valid, t.start, t.max_envs, 4))
+        b = (t.memory(2) - t.memory(1)) * rng.choice([0.3, 0.7, 1.0, 1.5, 3.0])
+        sp = S.Space(g, t.cap_mib * MiB, t.start, prior=prior(b))
+        for k in (1, 2):
+            trials, rounds, prop = drive(t.memory, sp, k)
+            assert prop.fits == t.true_boundary(t.cap_mib, g), (k, prop.reason)
+
+
+def test_an_oom_the_model_did_not_expect_shifts_the_line_up_and_aims_below():
+    sp = space(1144, prior=prior(0.25))
+    # the prior line through 256 puts the edge near 1700; 1408 ran out of memory
+    prop = S.propose([ok(256, 781), oom(1408)], sp, 1)
+    assert prop.phase == "predict" and "shifted" in prop.reason
+    assert 1024 <= prop.sizes[0] < 1408  # just below it, not bisecting from 256
+
+
+def test_fits_one_above_the_other_gallop_up_the_grid_not_double():
+    # the model keeps placing the edge one candidate above the top fit, and it keeps fitting
+    sp = space(1144, prior=prior(0.25))
+    trials = [ok(256, 781), ok(1024, 975), ok(1152, 1000), ok(1280, 1030)]
+    prop = S.propose(trials, sp, 1)
+    assert prop.phase == "double" and "galloping" in prop.reason
+    assert prop.sizes == (1408,)  # the next candidate, not 2560
