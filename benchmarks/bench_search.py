@@ -12,7 +12,11 @@
    size under each cap. Optionally (--verify-truth) the truth and the next round size are run
    under the cap to check it.
 4. Replays on that recorded curve (pure, tune/replay.py): rounds and trials for k = 1, 2, 4, 8
-   over more budgets than were run for real.
+   over more budgets than were run for real, with the slope prior the real sweeps' compile-only
+   probes reported (their footprint.json) and without it.
+
+The predictive sweeps run their compile-only probe (the slope prior, tune/prior.py) beside
+their first trial, as a user's sweep does: its cost is inside their walls.
 
     .venv/bin/python benchmarks/bench_search.py --budgets 1.2GB,1.4GB --parallel-budgets all
 """
@@ -31,8 +35,11 @@ from pathlib import Path
 
 from _common import banner
 
+from vramtune.measure.footprint import read_footprint
 from vramtune.records import Purpose, Status, TrialResult
+from vramtune.tune.model import SlopePrior
 from vramtune.tune.planner import SearchMethod, SearchSpace, candidates
+from vramtune.tune.prior import FOOTPRINT_FILE, slope_prior
 from vramtune.tune.replay import Curve, replay
 from vramtune.units import parse_size
 from vramtune.workload.profile import load_profile
@@ -65,7 +72,12 @@ def sweep(budget: str, search: str, out: Path, parallel: int = 1) -> dict:
     edge = min(fails, default=None)
     found = max((r.num_envs for r in searched if r.status is Status.OK
                  and (edge is None or r.num_envs < edge)), default=None)
+    footprint = read_footprint(out / FOOTPRINT_FILE)
     return {"budget": budget, "search": search, "parallel": parallel, "wall_s": wall,
+            "prior_mib_per_env": (footprint.bytes_per_env() / MiB if footprint is not None
+                                  and footprint.bytes_per_env() else None),
+            "prior_wall_s": footprint.wall_s if footprint is not None else None,
+            "prior_error": footprint.error if footprint is not None else None,
             "boundary_wall_s": max(ends) - started if ends else None,
             "search_trials": len(searched), "trials": len(results),
             "rounds": _rounds(results), "search_rounds": _rounds(searched),
@@ -93,12 +105,26 @@ def _rounds(results: list[TrialResult]) -> int:
     return rounds
 
 
-def space(limit_bytes: int, method: SearchMethod) -> SearchSpace:
+def space(limit_bytes: int, method: SearchMethod, prior: SlopePrior | None = None
+          ) -> SearchSpace:
     return SearchSpace(start=START, max_envs=MAX_ENVS,
                        refine=3 if method is SearchMethod.BISECT else None,
                        limit_bytes=limit_bytes, is_valid=PROFILE.sweepable, method=method,
                        shape_of=lambda n: (PROFILE.shape_for(n).batch_size,
-                                           PROFILE.shape_for(n).num_minibatches, 10))
+                                           PROFILE.shape_for(n).num_minibatches, 10),
+                       prior=prior)
+
+
+def recorded_prior(runs: list[dict]) -> SlopePrior | None:
+    """The slope prior the real sweeps' probes reported (their median), as the sweeps used it."""
+    slopes = sorted(r["prior_mib_per_env"] for r in runs if r.get("prior_mib_per_env"))
+    if not slopes:
+        return None
+    from vramtune.measure.footprint import Footprint, SizeFootprint
+
+    mid = slopes[len(slopes) // 2] * MiB
+    return slope_prior(Footprint("cpu", 1, (SizeFootprint(1, 1, 1, 0, 0, 0, 0, 0.0),
+                                            SizeFootprint(2, 1, 1, 0, 0, 0, int(mid), 0.0))))
 
 
 def verify(curve: Curve, budget: str, tmp: Path) -> list[tuple[int, str]]:
@@ -183,15 +209,17 @@ def report(runs: list[dict], curve: Curve, budgets: list[str], replay_gb: list[f
            checks: dict) -> None:
     print("\n## Real sweeps (search trials only; --no-confirm's repeat excluded)\n")
     print("| cap | search | search trials | found | truth | wall to boundary s | sweep wall s |"
-          " load before -> after |")
-    print("|---|---|---|---|---|---|---|---|")
+          " slope prior (probe wall) | load before -> after |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for run in runs:
         if run["parallel"] != 1:
             continue
         cap = parse_size(run["budget"])
         truth = curve.truth(cap, candidates(space(cap, SearchMethod.PREDICTIVE)))
+        prior = (f"{run['prior_mib_per_env']:.3f} MiB/env, {run['prior_wall_s']:.1f} s"
+                 if run.get("prior_mib_per_env") else run.get("prior_error") or "none")
         print(f"| {run['budget']} | {run['search']} | {run['search_trials']} | {run['found']} "
-              f"| {truth} | {run['boundary_wall_s']:.0f} | {run['wall_s']:.0f} | "
+              f"| {truth} | {run['boundary_wall_s']:.0f} | {run['wall_s']:.0f} | {prior} | "
               f"{run['load_before']} -> {run['load_after']} |")
     for method in ("bisect", "predictive"):
         mine = [r for r in runs if r["search"] == method and r["parallel"] == 1]
@@ -238,9 +266,18 @@ def report(runs: list[dict], curve: Curve, budgets: list[str], replay_gb: list[f
                                                             strict=True)))
     for budget, found in checks.items():
         print(f"truth check under {budget}: {found}")
+    prior = recorded_prior(runs)
+    for label, used in (("with the probes' slope prior", prior), ("without a prior", None)):
+        if label.startswith("with") and used is None:
+            continue
+        _replays(curve, replay_gb, used, label)
+
+
+def _replays(curve: Curve, replay_gb: list[float], prior: SlopePrior | None, label: str) -> None:
     top = curve.peaks_bytes[-1]
-    print(f"\n## Replays on the recorded curve (pure; a cap above {top / 1e9:.3f} GB, the "
-          f"largest peak recorded, relies on the curve's last slope)\n")
+    slope = f", {prior.bytes_per_env / MiB:.3f} MiB/env" if prior else ""
+    print(f"\n## Replays on the recorded curve, {label}{slope} (pure; a cap above "
+          f"{top / 1e9:.3f} GB, the largest peak recorded, relies on the curve's last slope)\n")
     print("| cap GB | truth | bisect k=1 trials, found | predictive k=1 trials, found |"
           " k=2 rounds (trials) | k=4 rounds (trials) | k=8 rounds (trials) |")
     print("|---|---|---|---|---|---|---|")
@@ -252,7 +289,7 @@ def report(runs: list[dict], curve: Curve, budgets: list[str], replay_gb: list[f
         truth = curve.truth(cap, candidates(space(cap, SearchMethod.PREDICTIVE)))
         totals.setdefault("bisect", []).append(old.trials)
         for k in (1, 2, 4, 8):
-            new = replay(curve, space(cap, SearchMethod.PREDICTIVE), k)
+            new = replay(curve, space(cap, SearchMethod.PREDICTIVE, prior), k)
             totals.setdefault(f"k{k}", []).append(len(new.rounds))
             totals.setdefault(f"k{k}t", []).append(new.trials)
             ok = "" if new.found == truth else f" (found {new.found})"

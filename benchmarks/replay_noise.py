@@ -10,6 +10,7 @@ the bench ran). Pure: nothing is trained.
 
     python benchmarks/replay_noise.py --sd-mib 18 25 --seeds 40
     python benchmarks/replay_noise.py --space spread=8          # a variant of search.Space
+    python benchmarks/replay_noise.py --prior-mib 0.237         # with the probe's slope prior
 
 Repeat pairs at 128 envs within one sweep (search trial, then the repeat) differ by 4-36
 MiB, an sd of ~18 MiB a trial; across sweeps peaks at one size spread ~25 MiB.
@@ -24,8 +25,10 @@ import random
 import statistics
 from pathlib import Path
 
+from vramtune.measure.footprint import Footprint, SizeFootprint
 from vramtune.tune import search
 from vramtune.tune.planner import candidates
+from vramtune.tune.prior import slope_prior
 from vramtune.tune.sweep import SweepConfig
 from vramtune.workload.profile import load_profile
 
@@ -84,6 +87,9 @@ def main() -> None:
     parser.add_argument("--space", nargs="*", default=[], help="search.Space field=value")
     parser.add_argument("--recording", type=Path,
                         default=HERE / "results" / "search-2026-11-22.json")
+    parser.add_argument("--prior-mib", type=float, nargs="*", default=[],
+                        help="also replay with a slope prior of this many MiB per env (the "
+                             "compile-only probe's figure for quick: 0.237)")
     args = parser.parse_args()
     curve = recorded_curve(args.recording)
     config = SweepConfig(load_profile("quick"), int(1.2e9), 0.0, 128, 1 << 16, None)
@@ -92,6 +98,11 @@ def main() -> None:
     if args.space:
         variants["predictive, " + " ".join(args.space)] = {
             k: _value(v) for k, v in (item.split("=", 1) for item in args.space)}
+    for mib in args.prior_mib:
+        variants[f"predictive, prior {mib:g} MiB/env"] = {
+            "prior": slope_prior(Footprint("cpu", 1, (SizeFootprint(1, 1, 1, 0, 0, 0, 0, 0.0),
+                                                      SizeFootprint(2, 1, 1, 0, 0, 0,
+                                                                    int(mib * MIB), 0.0))))}
     print("| jitter sd | search | mean trials | per cap " + " / ".join(f"{c / 1e9:g}" for c in CAPS)
           + " GB |\n|---|---|---|---|")
     for sd in args.sd_mib:
