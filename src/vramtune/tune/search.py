@@ -11,8 +11,11 @@ that fits and the smallest that fails are adjacent candidates.
 
 1. Bootstrap: the start and 4 x start (a longer lever for the first extrapolation than a
    doubling) for one or two workers; k > 2 workers: the first k sizes of the doubling ladder
-   at once (topped up at the widest log-gaps when it is short). Until two sizes have peaks, and
-   whenever the model cannot tell growth from jitter (``Model.growth``), doubling goes on.
+   at once (topped up at the widest log-gaps when it is short). With a slope prior
+   (``Space.prior``, XLA's compile-time footprint: ``tune.prior``) one worker needs the start
+   alone: the prior stands in for the second size, and the first jump aims at P >= aim_prior.
+   Until the model has what it needs, and whenever it cannot tell growth from jitter
+   (``Model.growth``), doubling goes on.
 2. Predict: fit the memory model on every ok trial with a peak, turn it into P(n fits) for
    each open candidate, conditioned on what was measured, P(n) = (P0(n) - P0(hi)) /
    (P0(lo) - P0(hi)), so a failure moves the next guess though it has no peak. One worker: the
@@ -20,12 +23,16 @@ that fits and the smallest that fails are adjacent candidates.
    (0.5, the median edge); if none, the candidate just above the largest fit (proving the
    edge). k workers: the candidates at the quantiles j/(k+1) of the predicted edge, topped up
    with the most uncertain ones.
-3. Fallback, k-ary bisection between the largest fit and the smallest failure (the roundest
-   size near each split point: today's rule for k = 1), or doubling while nothing failed, when
-   the model missed by more than its stated uncertainty (``model.misses``), the smallest
-   failure is a size the refitted model still gives P(fits) >= ``surprise``, it cannot place
-   the edge between lo and hi (P(lo) - P(hi) < MIN_SPAN), or WALK consecutive candidates
-   fitted at the top. The model is asked again on every call.
+3. Fallback. Trials that contradict the prior: the model is refitted without it (two sizes
+   at least). The smallest failure a size the model still gives P(fits) >= ``surprise``: an
+   OOM has no peak, so the line is shifted up until its mean there is the limit, and the
+   model aims below it. Otherwise k-ary bisection between the largest fit and the smallest
+   failure (the roundest size near each split point: today's rule for k = 1), or doubling
+   while nothing failed, when the model missed by more than its stated uncertainty
+   (``model.misses``) or cannot place the edge between lo and hi (P(lo) - P(hi) < MIN_SPAN);
+   after WALK consecutive candidates fitted at the top with nothing failed yet, a gallop up
+   the grid (1, 2, 4 candidates), not a doubling past the edge. The model is asked again on
+   every call.
 
 It never proposes a size already measured (repeats are ``sweep.edge_step``'s business),
 proposes only candidates, and stops when the boundary is bracketed, the refine budget is spent,
