@@ -18,7 +18,7 @@ import pandas as pd
 
 from vramtune import yamlio
 from vramtune.errors import UserError
-from vramtune.machine import default_cache_dir, mem_fraction_var
+from vramtune.machine import compile_cache_dir, mem_fraction_var
 from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import DeviceFacts, measure_device
@@ -257,12 +257,6 @@ def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
     return run_prepared(prepared, on_event)
 
 
-def _cache_dir(cache: bool | None) -> str | None:
-    """JAX's persistent compile cache: on unless ``cache`` is False. None (the default) still
-    compiles cold on CPU under a cap (``measure.trial``), where a hit lowers the peak."""
-    return str(default_cache_dir() / "jax") if cache is not False else None
-
-
 def as_devices(value: int | None) -> int | None:
     """--devices: a positive integer, or None for the default (1, or a resumed run's)."""
     if value is None:
@@ -289,7 +283,7 @@ def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None 
         raise UserError(f"--num-envs must be an integer from 1 to {MAX_NUM_ENVS}, got "
                         f"{num_envs}")
     return TrialRequest(prof, n, budget_bytes=budget_bytes, timeout_s=timeout_s,
-                        compile_cache_dir=_cache_dir(cache), cache_under_cpu_cap=cache is True,
+                        compile_cache_dir=compile_cache_dir(cache), cache_under_cpu_cap=cache is True,
                         device_count=as_devices(devices) or 1)
 
 
@@ -418,7 +412,7 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
     request = TrialRequest(prof, prof.num_envs, budget_bytes=budget_bytes, cap_bytes=limit,
                            timeout_s=(timeout_s if timeout_s is not None
                                       else prof.timeout_s * max(10, steps / 5)),
-                           compile_cache_dir=_cache_dir(cache), cache_under_cpu_cap=cache is True,
+                           compile_cache_dir=compile_cache_dir(cache), cache_under_cpu_cap=cache is True,
                            purpose=Purpose.CONFIRM, training_steps=steps,
                            device_count=as_devices(devices) or 1)
     if request.profile.shape_for(request.num_envs, request.device_count) is None:

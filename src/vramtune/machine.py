@@ -110,6 +110,12 @@ def _safe_find(name: str) -> bool:
         return False
 
 
+def compile_cache_dir(cache: bool | None) -> str | None:
+    """JAX's persistent compile cache folder, unless ``cache`` is False. None (the default)
+    still compiles cold on CPU under a cap (``measure.trial``), where a hit lowers the peak."""
+    return str(default_cache_dir() / "jax") if cache is not False else None
+
+
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "vramtune"

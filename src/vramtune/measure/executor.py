@@ -21,8 +21,8 @@ from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
 from vramtune.measure.wire import Event, Phase
 from vramtune.records import Status, TrialResult
 
-SHARED_NOTE = ("ran beside other trials on the same device: its memory verdict holds (its own "
-               "cap), its steps/s do not (shared compute)")
+SHARED_NOTE = ("ran beside other trials (or the compile-only probe) on the same device: its "
+               "memory verdict holds (its own cap), its steps/s do not (shared compute)")
 
 
 class Executor(Protocol):
@@ -121,27 +121,20 @@ class LocalExecutor:
         return wanted, None
 
     def footprint(self, profile_dict: dict, sizes: list[tuple[int, int, int]], device_count: int,
-                  import_path: str | None, timeout_s: float) -> FootprintProbe:
+                  import_path: str | None, timeout_s: float,
+                  profile_hash: str | None = None) -> FootprintProbe:
         """Start the compile-only probe (``measure.footprint``) under the sweep's cap, beside
-        whatever runs: it compiles, it trains nothing."""
-        cap = self.cap if device_count == self.cap.device_count else plan_cap(
-            self.cap.enforced_bytes, self.nvml, self.overhead_bytes, devices=device_count,
-            runtime_total_bytes=self.runtime_total_bytes)
-        probe = FootprintProbe(cap, profile_dict, sizes, device_count=device_count,
-                               import_path=import_path, timeout_s=timeout_s).start()
+        whatever runs (paused while a trial measures): it compiles, it trains nothing."""
+        probe = FootprintProbe(self._cap_for(self.cap.enforced_bytes, device_count), profile_dict,
+                               sizes, device_count=device_count, import_path=import_path,
+                               timeout_s=timeout_s, profile_hash=profile_hash).start()
         self._beside.append(probe)
         return probe
 
     def run(self, request: TrialRequest, on_event: EventCallback | None = None) -> TrialResult:
         if invalid_result(request) is not None:
             return run_trial(request)  # rejected before launch: keep the standby for the next
-        cap = self.cap
-        if (request.enforced_bytes != cap.enforced_bytes
-                or request.device_count != cap.device_count):
-            # Not this executor's budget or devices (a caller mixing them): its own cap.
-            cap = plan_cap(request.enforced_bytes, self.nvml, self.overhead_bytes,
-                           devices=request.device_count,
-                           runtime_total_bytes=self.runtime_total_bytes)
+        cap = self._cap_for(request.enforced_bytes, request.device_count)
         current, self._standby = self._standby, None
         phase: dict[str, str] = {}
 
@@ -181,10 +174,12 @@ class LocalExecutor:
             return
         yield from self._run_together(list(requests), on_event)
 
-    def _cap_for(self, request: TrialRequest) -> Cap:
-        if request.enforced_bytes == self.cap.enforced_bytes:
+    def _cap_for(self, enforced_bytes: int | None, device_count: int) -> Cap:
+        """The sweep's cap, or (a caller mixing budgets or devices) one of their own."""
+        if enforced_bytes == self.cap.enforced_bytes and device_count == self.cap.device_count:
             return self.cap
-        return plan_cap(request.enforced_bytes, self.nvml, self.overhead_bytes)
+        return plan_cap(enforced_bytes, self.nvml, self.overhead_bytes, devices=device_count,
+                        runtime_total_bytes=self.runtime_total_bytes)
 
     def _run_together(self, pending: list[TrialRequest],
                       on_event: EventCallback | None) -> Iterator[TrialResult]:
@@ -196,6 +191,7 @@ class LocalExecutor:
         cancel = threading.Event()
         running: dict[int, tuple[threading.Thread, int, bool]] = {}  # id -> (thread, bytes, alone)
         shared: set[int] = set()
+        probing = [p for p in self._beside if not p.done]  # compiling beside: shared compute
         next_id = 0
 
         def tick() -> None:
@@ -219,12 +215,14 @@ class LocalExecutor:
             while pending or running:
                 while pending and admit(pending[0]):
                     request = pending.pop(0)
-                    cap = self._cap_for(request)
+                    cap = self._cap_for(request.enforced_bytes, request.device_count)
                     thread = threading.Thread(target=work, args=(next_id, request, cap),
                                               daemon=True, name=f"vramtune-trial-{next_id}")
                     running[next_id] = (thread, request.enforced_bytes or device, request.alone)
                     if len(running) > 1:
                         shared.update(running)  # every trial that overlaps another shares
+                    if any(not p.done for p in probing):
+                        shared.add(next_id)
                     thread.start()
                     next_id += 1
                 ident, outcome = self._next_finished(done)

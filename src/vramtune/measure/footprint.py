@@ -16,8 +16,10 @@ to 2048, against 0.230-0.235 MiB per env fitted to 57-71 real trials' data-segme
 (``--xla_backend_optimization_level=0``): the buffer assignment, done on HLO before LLVM, is
 the same (same figures at every size above) and each compile takes ~0.8 s less.
 
-The probe runs beside the sweep's first trial, in a process of its own: like a trial, it
-holds what it compiles and dies with it. The parent side (``FootprintProbe``) imports no JAX.
+The probe runs in a process of its own (beside the sweep's first trial on CPU, after it on a
+GPU, whose memory it would share), at a lower CPU priority, under the trials' RLIMIT_DATA on
+CPU: it resets the envs at the sizes it compiles, and a size too large for the cap is retried
+at the next smaller far size asked for. The parent side (``FootprintProbe``) imports no JAX.
 """
 
 from __future__ import annotations
@@ -35,14 +37,18 @@ from typing import Any
 
 from vramtune.errors import UserError
 from vramtune.measure.cap import Cap
+from vramtune.measure.oom import classify_text
 from vramtune.measure.process import _kill_group, child_env, trial_dir
 from vramtune.results.files import write_atomic
 from vramtune.schema import MAX_BATCH_SIZE, MAX_BYTES, MAX_NUM_ENVS, MAX_NUM_MINIBATCHES, Fields
+from vramtune.yamlio import read_text
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 EPOCH_FUNCTION = "training_epoch"  # brax/training/agents/ppo/train.py: the jitted scan of steps
 CPU_XLA_FLAG = "--xla_backend_optimization_level=0"
 MAX_SIZES = 8
+PROBE_NICE = 10  # below the trial it runs beside: its compile takes the idle core, not the trial's
+Triple = tuple[int, int, int]  # (num_envs, batch_size, num_minibatches)
 
 
 @dataclass(frozen=True)
@@ -67,13 +73,17 @@ class SizeFootprint:
 
 @dataclass(frozen=True)
 class Footprint:
-    """What the probe reported: every size it compiled, or why it has none."""
+    """What the probe reported: every size it compiled, or why it has none. ``profile_hash``
+    and ``requested`` (the sizes asked for: the start, then far sizes, largest first) say what
+    it was a footprint of, so a resumed sweep uses it only for the same question."""
 
     backend: str | None
-    device_count: int
+    device_count: int | None  # None: the probe never got as far as JAX
     sizes: tuple[SizeFootprint, ...] = ()
     wall_s: float | None = None
     error: str | None = None
+    profile_hash: str | None = None
+    requested: tuple[Triple, ...] = ()
 
     def bytes_per_env(self) -> float | None:
         """The chord slope between the smallest and the largest size compiled, for the whole
@@ -87,11 +97,18 @@ class Footprint:
             return None
         slope = (hi.total_bytes - lo.total_bytes) / (hi.num_envs - lo.num_envs)
         if self.backend == "cpu":
-            slope *= self.device_count
+            slope *= self.device_count or 1
         return slope if slope > 0 else None
 
+    def answers(self, profile_hash: str, requested: list[Triple], backend: str,
+                device_count: int) -> bool:
+        """A footprint of exactly this question: profile, sizes asked for, backend, devices."""
+        return (self.profile_hash == profile_hash and list(self.requested) == list(requested)
+                and self.backend in (backend, None) and self.device_count in (device_count, None))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT_VERSION, "backend": self.backend,
+        return {"format": FORMAT_VERSION, "profile_hash": self.profile_hash,
+                "requested": [list(t) for t in self.requested], "backend": self.backend,
                 "device_count": self.device_count, "wall_s": self.wall_s, "error": self.error,
                 "sizes": [asdict(s) for s in self.sizes]}
 
@@ -99,9 +116,22 @@ class Footprint:
     def from_dict(cls, data: Any, where: str) -> Footprint:
         """Checked: a damaged or hostile file is one UserError naming the key."""
         f = Fields(data, where)
-        f.only(("format", "backend", "device_count", "wall_s", "error", "sizes"))
+        f.only(("format", "profile_hash", "requested", "backend", "device_count", "wall_s",
+                "error", "sizes"))
         if f.int("format") != FORMAT_VERSION:
             f.fail("format", f"{FORMAT_VERSION}", data.get("format"))
+        asked = f.raw("requested")
+        if not isinstance(asked, list) or len(asked) > MAX_SIZES:
+            f.fail("requested", f"a list of at most {MAX_SIZES} sizes", asked)
+        requested = []
+        for i, item in enumerate(asked):
+            if (not isinstance(item, list) or len(item) != 3
+                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)
+                    or not (1 <= item[0] <= MAX_NUM_ENVS and 1 <= item[1] <= MAX_BATCH_SIZE
+                            and 1 <= item[2] <= MAX_NUM_MINIBATCHES)):
+                f.fail(f"requested[{i}]", "[num_envs, batch_size, num_minibatches] in range",
+                       item)
+            requested.append((item[0], item[1], item[2]))
         raw = f.raw("sizes")
         if not isinstance(raw, list) or len(raw) > MAX_SIZES:
             f.fail("sizes", f"a list of at most {MAX_SIZES} sizes", raw)
@@ -117,21 +147,21 @@ class Footprint:
                                                          "alias_bytes", "temp_bytes")),
                 float(s.number("compile_s", lo=0, hi=1e6))))
         return cls(f.choice("backend", ("cpu", "gpu", "tpu"), none=True),
-                   f.int("device_count", lo=1, hi=4096), tuple(sizes),
+                   f.int("device_count", lo=1, hi=4096, none=True), tuple(sizes),
                    f.number("wall_s", lo=0, hi=1e7, none=True),
-                   f.text("error", none=True))
+                   f.text("error", none=True),
+                   f.text("profile_hash", none=True, max_len=64), tuple(requested))
+
+
+MAX_FILE_BYTES = 1 << 20
 
 
 def read_footprint(path: Path) -> Footprint | None:
-    """The footprint a run saved, None if it has none; a damaged file is a UserError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    """The footprint a run saved, None if it has none; anything else that is not one
+    (a directory, a FIFO, a huge or damaged file) is one UserError."""
+    if not os.path.lexists(path):
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read it ({exc})") from None
-    if len(text) > 1 << 20:
-        raise UserError(f"{path}: larger than 1 MiB, not a footprint vramtune wrote")
+    text = read_text(path, what="footprint", max_bytes=MAX_FILE_BYTES)
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
@@ -151,13 +181,17 @@ class FootprintProbe:
     ``result(wait_s)`` waits for it at most that long: a probe still compiling then is
     left to finish, and a later call may still get its figures. ``close`` kills it."""
 
-    def __init__(self, cap: Cap, profile_dict: dict[str, Any], sizes: list[tuple[int, int, int]],
+    def __init__(self, cap: Cap, profile_dict: dict[str, Any], sizes: list[Triple],
                  *, device_count: int = 1, import_path: str | None = None,
-                 timeout_s: float = 300.0) -> None:
+                 timeout_s: float = 300.0, profile_hash: str | None = None) -> None:
+        """``sizes``: the start, then far sizes largest first: the first far size that fits
+        the cap is compiled, the rest are fallbacks."""
         self.cap, self.timeout_s = cap, timeout_s
         self.device_count = device_count
+        self.requested = tuple(tuple(s) for s in sizes)
+        self.profile_hash = profile_hash
         self._spec = {"profile": profile_dict, "sizes": [list(s) for s in sizes],
-                      "import_path": import_path}
+                      "import_path": import_path, "rlimit_data_bytes": cap.rlimit_data_bytes}
         self._done = threading.Event()
         self._result: Footprint | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -186,7 +220,8 @@ class FootprintProbe:
 
     def _signal(self, sig: int) -> None:
         with self._lock:
-            if self._proc is not None and self._proc.poll() is None:
+            if self._proc is not None and self._proc.returncode is None \
+                    and self._proc.poll() is None:
                 try:
                     os.killpg(self._proc.pid, sig)
                 except (ProcessLookupError, PermissionError):
@@ -195,18 +230,21 @@ class FootprintProbe:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            if self._proc is not None:
-                _kill_group(self._proc)
+            if self._proc is not None and self._proc.returncode is None:
+                _kill_group(self._proc)  # never a reaped (maybe reused) process group
         self._thread.join(timeout=10)
+
+    def _failed(self, why: str, wall_s: float | None) -> Footprint:
+        return Footprint(self.cap.backend, None, wall_s=wall_s, error=why,
+                         profile_hash=self.profile_hash, requested=self.requested)
 
     def _run(self) -> None:
         started = time.perf_counter()
         try:
             self._result = self._launch(started)
         except BaseException as exc:  # noqa: BLE001 - a prior that fails is no prior, not a crash
-            self._result = Footprint(self.cap.backend, self.device_count,
-                                     error=f"{type(exc).__name__}: {exc}"[:500],
-                                     wall_s=time.perf_counter() - started)
+            self._result = self._failed(f"{type(exc).__name__}: {exc}"[:500],
+                                        time.perf_counter() - started)
         finally:
             self._done.set()
 
@@ -221,7 +259,7 @@ class FootprintProbe:
             spec_path.write_text(json.dumps({**self._spec, "result_path": str(result_path)}))
             with self._lock:
                 if self._closed:
-                    return Footprint(self.cap.backend, self.device_count, error="closed")
+                    return self._failed("closed before it started", None)
                 self._proc = subprocess.Popen([*probe_command(), str(spec_path)],
                                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                               stderr=subprocess.STDOUT, env=env,
@@ -232,18 +270,15 @@ class FootprintProbe:
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 proc.communicate()
-                return Footprint(self.cap.backend, self.device_count, wall_s=self.timeout_s,
-                                 error=f"no footprint in {self.timeout_s:g} s")
-            finally:
-                _kill_group(proc)
+                return self._failed(f"no footprint in {self.timeout_s:g} s", self.timeout_s)
             wall = time.perf_counter() - started
             if not result_path.exists():
                 tail = out.decode(errors="replace").strip().splitlines()[-1:] if out else []
-                return Footprint(self.cap.backend, self.device_count, wall_s=wall,
-                                 error=f"the probe exited ({proc.returncode}) without a result"
-                                       + (f": {tail[0][:300]}" if tail else ""))
+                return self._failed(f"the probe exited ({proc.returncode}) without a result"
+                                    + (f": {tail[0][:300]}" if tail else ""), wall)
             found = Footprint.from_dict(json.loads(result_path.read_text()), "footprint probe")
-            return Footprint(found.backend, found.device_count, found.sizes, wall, found.error)
+            return Footprint(found.backend, found.device_count, found.sizes, wall, found.error,
+                             self.profile_hash, self.requested)
 
 
 # --- the child side -------------------------------------------------------------------------
@@ -302,13 +337,24 @@ def _one_size(ppo: Any, profile: Any, num_envs: int, batch_size: int, num_miniba
                        f"brax version trains differently, so there is no footprint")
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or classify_text(str(exc)).strength == "strong"
+
+
 def main(argv: list[str]) -> int:
     from vramtune.measure.child import _allow_imports_from, die_with_parent
+    from vramtune.measure.probe import set_rlimit_data
 
     spec = json.loads(Path(argv[1]).read_text())
+    set_rlimit_data(spec.get("rlimit_data_bytes"))  # the trials' cap, before JAX is imported
     die_with_parent(watch_stdin=False)
-    report: dict[str, Any] = {"format": FORMAT_VERSION, "backend": None, "device_count": 1,
-                              "wall_s": None, "error": None, "sizes": []}
+    try:
+        os.nice(PROBE_NICE)
+    except OSError:
+        pass
+    report: dict[str, Any] = {"format": FORMAT_VERSION, "profile_hash": None, "requested": [],
+                              "backend": None, "device_count": None, "wall_s": None,
+                              "error": None, "sizes": []}
     try:
         import jax
         from brax.training.agents.ppo import train as ppo
@@ -320,9 +366,15 @@ def main(argv: list[str]) -> int:
         profile = profile_from_dict(spec["profile"], source=spec["profile"].get("name", "spec"))
         _allow_imports_from(spec.get("import_path"))
         _intercept(jax)
-        for num_envs, batch_size, num_minibatches in spec["sizes"]:
-            report["sizes"].append(asdict(_one_size(ppo, profile, int(num_envs),
-                                                    int(batch_size), int(num_minibatches))))
+        (start, *far) = [tuple(int(v) for v in t) for t in spec["sizes"]]
+        report["sizes"].append(asdict(_one_size(ppo, profile, *start)))
+        for i, size in enumerate(far):
+            try:
+                report["sizes"].append(asdict(_one_size(ppo, profile, *size)))
+                break
+            except BaseException as exc:  # noqa: BLE001 - a far size over the cap: a smaller one
+                if not _out_of_memory(exc) or i == len(far) - 1:
+                    raise
     except BaseException as exc:  # noqa: BLE001 - the parent gets a reason, never a traceback
         lines = str(exc).strip().splitlines()
         report["error"] = f"{type(exc).__name__}: {lines[-1] if lines else ''}"[:1000]

@@ -163,7 +163,7 @@ class RunLock:
         self.release()
 
 
-def _refuse_link(path: Path) -> None:
+def refuse_link(path: Path) -> None:
     """A run's own file that is a symbolic link would make a write land on its target,
     outside the run (a run directory copied or shared can carry one): refused."""
     if path.is_symlink():
@@ -176,8 +176,8 @@ def lock_run(directory: Path) -> RunLock:
     and the results file must be the run's own files, not links: opening a linked ``.lock``
     would truncate its target, appending to a linked results file would grow another."""
     path = directory / LOCK_FILE
-    _refuse_link(directory / RESULTS_FILE)
-    _refuse_link(path)
+    refuse_link(directory / RESULTS_FILE)
+    refuse_link(path)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:

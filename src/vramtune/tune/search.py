@@ -52,6 +52,7 @@ OK, OOM, TIMEOUT, CRASH, ERROR, INVALID = "ok", "oom", "timeout", "crash", "erro
 BOUNDARY_FAILURES = frozenset({OOM, TIMEOUT, CRASH})
 STOPPERS = frozenset({ERROR, INVALID})
 MIN_SPAN = 0.2  # P(lo fits) - P(hi fits) under the model: less, and it cannot aim between them
+CRAWL = 5  # that many fits within the top octave, nothing failed: double (gallop steps too short)
 WALK = 3  # consecutive fitting candidates at the top, proposed one above the other: stop trusting
 
 
@@ -240,36 +241,45 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
             pts = [p for p in pts if p.num_envs in top]
     model, missed = _checked_model(pts, trials, space, failing)
     walk = _walk(grid, measured, set(failing), lo)
+    # fits measured in the top octave with nothing failed yet: the model keeps aiming short
+    crawl = len(set(fitting) & {n for n in measured if n >= lo / 2}) if hi is None else 0
     vague = model is not None and model.growth()[1] <= 0
     shifted = ""
-    if model is not None and missed and all(m.what == "fail-below-mean" for m in missed):
+    if (model is not None and missed and all(m.what == "fail-below-mean" for m in missed)
+            and _over_memory(trials, missed[0].num_envs, space.limit_bytes)):
         # An out-of-memory trial has no peak to fit, yet it says the peak there is over the
-        # limit: move the line up until it is (the slope kept), and aim below it again.
-        model, shifted = _shifted(model, space, missed[0].num_envs), f" (shifted: {missed[0]})"
+        # limit: move the line up until it is (the slope kept), and aim below it again. A
+        # timeout is no such evidence: bisection, as before.
+        n = missed[0].num_envs
+        model = _shifted(model, space, n)
+        shifted = f"; the line raised so that {n} envs, which ran out of memory, sits at the limit"
         missed = []
-    if model is not None and not missed and walk < WALK and not vague:
+    if model is not None and not missed and walk < WALK and crawl < CRAWL and not vague:
         sizes, phase = _model_pick(model, space, open_, grid, lo, hi, k)
         if sizes:
             predicted = {}
             for n in sizes:
                 pred = model.interval(n, _shape(space, n))
                 predicted[n] = (pred.mean_bytes, pred.upper_bytes)
+            dropped = ("; without the slope prior, which the trials contradict"
+                       if space.prior is not None and model.prior is None else "")
             words = (f"predicted edge: {_list(sizes)} envs (between {lo} fits and "
-                     f"{hi if hi is not None else 'no failure yet'}){shifted}")
+                     f"{hi if hi is not None else 'no failure yet'}{shifted}{dropped})")
             return Proposal(phase, tuple(sizes), words, lo, hi, predicted, model, ())
     why = ""
     if missed:
         why = f" (model missed: {missed[0]})"
     elif vague or model is not None and not missed and walk < WALK:
         why = " (the model cannot place the edge from the sizes measured yet)"
-    elif walk >= WALK:
-        why = f" ({walk} sizes in a row fitted at the top: not trusting the model)"
+    elif walk >= WALK or crawl >= CRAWL:
+        why = (f" ({max(walk, crawl)} sizes fitted near the top with nothing failed: not "
+               f"trusting the model)")
     if hi is None:
         boot = [n for n in bootstrap_sizes(space, k) if n in open_]
         how = "doubling"
         if boot:
             sizes = boot[:k]
-        elif walk >= WALK and not missed and model is not None:
+        elif walk >= WALK and crawl < CRAWL and not missed and model is not None:
             # Fits one candidate above the other: gallop up the grid (1, 2, 4, ... candidates),
             # not num_envs x 2, which overshoots the edge the model has nearly found.
             sizes, how = _gallop_pick(open_, walk, k), "galloping up the grid"
@@ -418,6 +428,14 @@ def _fit_probabilities(model: mm.Model, space: Space, open_: list[int], lo: int,
     if span < MIN_SPAN:
         return None
     return {n: min(1.0, max(0.0, (v - p_hi) / span)) for n, v in probs.items()}
+
+
+def _over_memory(trials: Sequence[Trial], n: int, limit_bytes: float) -> bool:
+    """n's failure says its memory is over the limit: out of memory, a peak over the line, or
+    a crash (under a CPU cap, bad_alloc aborts and SIGSEGVs are how some OOMs end)."""
+    return any(t.num_envs == n and (t.status in (OOM, CRASH) or t.over_limit or (
+        t.status == OK and t.peak_bytes is not None and t.peak_bytes > limit_bytes))
+        for t in trials)
 
 
 def _shifted(model: mm.Model, space: Space, n: int) -> mm.Model:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramtune import machine
 from vramtune.errors import UserError
-from vramtune.machine import default_cache_dir
+from vramtune.machine import compile_cache_dir
 from vramtune.measure.cap import plan_cap
 from vramtune.measure.executor import Executor, LocalExecutor
 from vramtune.measure.nvml import Nvml
@@ -151,6 +151,7 @@ def reusable(previous: Run | None, header: RunHeader, config: SweepConfig) -> li
             and (r.device_count or 1) == config.device_count]
 
 
+CACHE_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}  # header.search
 DEFAULT_REFINE = 3
 MAX_REFINE = 1000
 DEFAULT_HEADROOM_FRACTION = 0.10
@@ -244,6 +245,7 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
     method = o.search
     budget_bytes, headroom, devices = o.budget_bytes, o.headroom_fraction, o.devices
     confirm, confirm_n = o.confirm, o.confirm_steps
+    cache = o.cache
     kind, address, gpu_type = o.executor, o.ray_address, o.gpu_type
     lock: RunLock | None = None
     if o.resume is not None:
@@ -278,6 +280,14 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
             confirm = bool(searched.get("confirm", True))
         if confirm_n is None:
             confirm_n = searched.get("confirm_steps")
+        # The compile cache moves CPU peaks by 130-190 MiB: one run keeps one mode. Runs from
+        # before the mode was recorded used the cache everywhere.
+        ran_with = CACHE_MODES.get(searched.get("cache", "on"), True)
+        if cache is not None and cache != ran_with:
+            raise UserError(f"--{'no-' if cache is False else ''}cache differs from the "
+                            f"compile-cache mode {o.resume} was measured with "
+                            f"({searched.get('cache', 'on')}); start a new sweep instead")
+        cache = ran_with
         ran_on = int(searched.get("devices") or 1)
         if devices is not None and devices != ran_on:
             raise UserError(f"--devices {devices} differs from the {ran_on} device(s) {o.resume} "
@@ -322,15 +332,14 @@ def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep
         raise UserError(f"--confirm-steps must be an integer from 1 to 1000000, got {confirm_n}")
     config = SweepConfig(prof, budget_bytes, headroom, start, max_envs, refine,
                          timeout_s=o.timeout_s,
-                         compile_cache_dir=(str(default_cache_dir() / "jax")
-                                            if o.cache is not False else None),
-                         cache_under_cpu_cap=o.cache is True,
+                         compile_cache_dir=compile_cache_dir(cache),
+                         cache_under_cpu_cap=cache is True,
                          device_count=devices, objective=objective, confirm=confirm,
                          confirm_steps=confirm_n, search=method)
     search = {"start": start, "max_envs": max_envs, "refine": refine,
               "objective": str(objective), "confirm": confirm, "confirm_steps": confirm_n,
               "devices": devices, "search": str(method), "parallel": o.parallel,
-              "executor": kind}
+              "executor": kind, "cache": next(k for k, v in CACHE_MODES.items() if v is cache)}
     if previous is None and o.out is not None:
         check_new_run(o.out)  # before a cluster is started or joined for nothing
     if o.resume is not None:  # every option checked: lock, then read again under the lock
@@ -621,16 +630,23 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
     run. Resumed trials are not re-run."""
     started = time.perf_counter()
     space = config.space()
-    launch = getattr(executor, "footprint", None)  # local executors: a compile-only probe
-    prior = PriorSource.start(config.profile, space, config.device_count, run_dir, launch,
-                              config.timeout_s or config.profile.timeout_s)
-    if prior.warning and on_event:
-        on_event(SweepNote(prior.warning))
+    session_start = len(state.results)  # trials before this session (a resume): no waiting
     round_wall = 0.0
+    prior: PriorSource | None = None
     try:
+        prior = PriorSource.start(config.profile, space, config.device_count, run_dir,
+                                  getattr(executor, "footprint", None),  # local: a probe
+                                  config.timeout_s or config.profile.timeout_s,
+                                  resume=session_start > 0,
+                                  beside=executor.cap.backend != "gpu",
+                                  backend=executor.cap.backend)
+        if prior.warning and on_event:
+            on_event(SweepNote(prior.warning))
         while True:
-            searched = any(r.purpose is Purpose.SEARCH for r in state.results)
-            found, note = prior.get(searched, round_wall)
+            needed = not prior.waiting or plan_round(
+                search_inputs(state.results, space), space, executor.parallel
+            )[0].phase is not Phase.DONE
+            found, note = prior.get(len(state.results) > session_start, round_wall, needed)
             space = replace(space, prior=found)
             state.prior_note = note or state.prior_note
             if note and on_event:
@@ -655,7 +671,8 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
                     on_trial(by_size[(result.num_envs, result.purpose)], result)
             round_wall = time.perf_counter() - round_started
     finally:
-        prior.close()  # a probe still compiling is killed with the sweep
+        if prior is not None:
+            prior.close()  # a probe still compiling is killed with the sweep
         executor.close()  # no standby process may outlive the sweep, however it ends
         state.sweep_wall_s += time.perf_counter() - started
 

@@ -19,7 +19,8 @@ def size(n: int, temp_mib: float, arg_mib: float = 4.6) -> SizeFootprint:
     return SizeFootprint(n, n, 4, arg, arg + 1000, arg, int(temp_mib * MiB), 2.5)
 
 
-QUICK = Footprint("cpu", 1, (size(128, 30.3), size(2048, 485.3, 4.9)), 11.2)
+QUICK = Footprint("cpu", 1, (size(128, 30.3), size(2048, 485.3, 4.9)), 11.2, None,
+                  "ea724535226c1e04", ((128, 128, 4), (2048, 2048, 4), (1024, 1024, 4)))
 
 
 def test_total_counts_outputs_not_donated_into_the_inputs():
@@ -56,11 +57,12 @@ def test_the_file_round_trips(tmp_path):
 
 
 @pytest.mark.parametrize("text, words", [
-    (b"\x00\xff\xfe binary", "cannot read"), (b"{", "not valid JSON"),
-    (b"[1, 2]", "must be a mapping"), (b'{"format": 2}', "format"),
+    (b"\x00\xff\xfe binary", "not UTF-8"), (b"{", "not valid JSON"),
+    (b"[1, 2]", "must be a mapping"), (b'{"format": 1}', "format must be 2"),
     (json.dumps({**QUICK.to_dict(), "sizes": [{"num_envs": -1}]}).encode(), "num_envs"),
     (json.dumps({**QUICK.to_dict(), "extra": 1}).encode(), "unknown key"),
-    (b" " * (2 << 20), "larger than 1 MiB"),
+    (json.dumps({**QUICK.to_dict(), "requested": [[0, 1, 1]]}).encode(), "requested"),
+    (b" " * (2 << 20), "limit is 1048576 bytes"),
 ])
 def test_a_damaged_file_is_one_line_naming_it(tmp_path, text, words):
     path = tmp_path / "footprint.json"
@@ -68,6 +70,25 @@ def test_a_damaged_file_is_one_line_naming_it(tmp_path, text, words):
     with pytest.raises(UserError, match=words) as err:
         read_footprint(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_directory_or_fifo_in_its_place_is_one_line_not_a_hang(tmp_path):
+    import os
+
+    (tmp_path / "dir.json").mkdir()
+    os.mkfifo(tmp_path / "fifo.json")
+    for name, words in (("dir.json", "a directory"), ("fifo.json", "not a regular file")):
+        with pytest.raises(UserError, match=words):
+            read_footprint(tmp_path / name)
+
+
+def test_it_answers_only_its_own_question():
+    asked = list(QUICK.requested)
+    assert QUICK.answers("ea724535226c1e04", asked, "cpu", 1)
+    assert not QUICK.answers("ffffffffffffffff", asked, "cpu", 1)
+    assert not QUICK.answers("ea724535226c1e04", asked[:2], "cpu", 1)
+    assert not QUICK.answers("ea724535226c1e04", asked, "gpu", 1)
+    assert not QUICK.answers("ea724535226c1e04", asked, "cpu", 2)
 
 
 @settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])

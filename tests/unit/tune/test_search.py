@@ -353,7 +353,7 @@ def test_an_oom_the_model_did_not_expect_shifts_the_line_up_and_aims_below():
     sp = space(1144, prior=prior(0.25))
     # the prior line through 256 puts the edge near 1700; 1408 ran out of memory
     prop = S.propose([ok(256, 781), oom(1408)], sp, 1)
-    assert prop.phase == "predict" and "shifted" in prop.reason
+    assert prop.phase == "predict" and "the line raised so that 1408 envs" in prop.reason
     assert 1024 <= prop.sizes[0] < 1408  # just below it, not bisecting from 256
 
 
@@ -364,3 +364,18 @@ def test_fits_one_above_the_other_gallop_up_the_grid_not_double():
     prop = S.propose(trials, sp, 1)
     assert prop.phase == "double" and "galloping" in prop.reason
     assert prop.sizes == (1408,)  # the next candidate, not 2560
+
+
+def test_a_timeout_is_no_evidence_of_memory_the_line_is_not_raised():
+    sp = space(1144, prior=prior(0.25))
+    prop = S.propose([ok(256, 781), S.Trial(1408, S.TIMEOUT)], sp, 1)
+    assert "raised" not in prop.reason and prop.phase == "bisect"
+
+
+def test_many_fits_crawling_up_the_top_octave_double_instead():
+    sp = space(1144, prior=prior(0.25))
+    # five fits in [1408, 2816], nothing failed: the gallop's short steps are not enough
+    trials = [ok(256, 781), ok(1408, 900), ok(1536, 905), ok(1792, 910), ok(2048, 915),
+              ok(2560, 920)]
+    prop = S.propose(trials, sp, 1)
+    assert prop.phase == "double" and "doubling" in prop.reason and prop.sizes == (4096,)

@@ -158,10 +158,34 @@ def test_a_refused_resume_leaves_the_run_directory_as_it_found_it(tmp_path):
     for bad in (SweepOptions(resume=directory, profile="ant"),
                 SweepOptions(resume=directory, budget_bytes=2 * 10**9),
                 SweepOptions(resume=directory, start=4096, max_envs=128),
-                SweepOptions(resume=directory, confirm_steps=0)):
+                SweepOptions(resume=directory, confirm_steps=0),
+                SweepOptions(resume=directory, cache=False)):  # it ran with the cache on
         with pytest.raises(UserError):
             prepare(bad)
         assert not lock_file.exists(), bad
+
+
+def test_a_run_keeps_its_compile_cache_mode_on_resume(tmp_path):
+    """The cache moves CPU peaks by 130-190 MiB: a resumed run keeps the mode its trials ran
+    with (runs from before the mode was recorded used the cache everywhere)."""
+    from vramtune.tune.sweep import CACHE_MODES, SweepOptions, prepare
+
+    assert CACHE_MODES == {"auto": None, "on": True, "off": False}
+    directory, _ = _run_without_lock(tmp_path)
+    prepared = prepare(SweepOptions(resume=directory))
+    try:
+        assert prepared.config.cache_under_cpu_cap is True  # legacy: "on"
+        assert prepared.header.search["cache"] == "on"
+    finally:
+        prepared.executor.close()
+        prepared.release()
+    fresh = prepare(SweepOptions(profile="quick", budget_bytes=10**9, out=tmp_path / "new"))
+    try:
+        assert fresh.header.search["cache"] == "auto" and not fresh.config.cache_under_cpu_cap
+        assert fresh.config.compile_cache_dir is not None  # used where it moves no peak
+    finally:
+        fresh.executor.close()
+        fresh.release()
 
 
 def test_a_results_file_of_thousands_of_sizes_is_planned_in_one_pass():
