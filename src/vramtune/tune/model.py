@@ -296,7 +296,10 @@ def _solve(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     Xs = X / scale
     if np.linalg.matrix_rank(Xs, tol=1e-9 * math.sqrt(X.shape[0])) < X.shape[1]:
         return None
-    xtx_inv_s = np.linalg.inv(Xs.T @ Xs)
+    try:
+        xtx_inv_s = np.linalg.inv(Xs.T @ Xs)
+    except np.linalg.LinAlgError:  # rank passed, inverse not (a prior row of ~1e-5 weight)
+        return None
     coef = (xtx_inv_s @ Xs.T @ y) / scale
     return coef, xtx_inv_s / np.outer(scale, scale), y - X @ coef
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vramtune.tune import model as mm
 
@@ -234,3 +237,19 @@ def test_a_trial_off_the_prior_line_is_a_miss():
 def test_a_slope_prior_must_be_positive_and_finite(slope, sd):
     with pytest.raises(ValueError):
         mm.SlopePrior(slope, sd)
+
+
+@settings(max_examples=150, deadline=2000)
+@given(st.lists(st.tuples(st.integers(1, 1 << 20), st.floats(1e6, 1e12)), min_size=1,
+                max_size=6),
+       st.floats(1.0, 1e9), st.floats(0.01, 2.0))
+def test_any_points_with_any_prior_fit_finitely_or_not_at_all(points, slope, sd):
+    model = mm.fit(points, prior=mm.SlopePrior(slope, sd))
+    if model is None:  # a prior of negligible weight on one size: nothing to aim with
+        assert len({n for n, _ in points}) == 1
+        return
+    for n in (1, 1000, 1 << 22):
+        p = model.interval(n)
+        assert all(map(math.isfinite, (p.lower_bytes, p.mean_bytes, p.upper_bytes)))
+        assert p.lower_bytes <= p.mean_bytes <= p.upper_bytes
+        assert 0.0 <= p.prob_at_most(5e9) <= 1.0

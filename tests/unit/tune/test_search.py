@@ -251,12 +251,15 @@ def test_order_of_results_does_not_matter():
 # ----------------------------------------------------------------------------- termination
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 8])
-def test_terminates_and_never_reproposes_under_arbitrary_outcomes(k):
-    """Adversarial: every trial's status and peak at random, not even monotone."""
-    rng = random.Random(k)
+@pytest.mark.parametrize("with_prior", [False, True])
+def test_terminates_and_never_reproposes_under_arbitrary_outcomes(k, with_prior):
+    """Adversarial: every trial's status and peak at random, not even monotone; with a slope
+    prior of any size too."""
+    rng = random.Random(k + 100 * with_prior)
     for _ in range(60):
         g = grid(rng.choice([64, 128, 256]), rng.choice([2048, 4096, 16384]))
-        sp = S.Space(g, rng.uniform(500, 3000) * MiB, g[0])
+        sp = S.Space(g, rng.uniform(500, 3000) * MiB, g[0],
+                     prior=prior(rng.uniform(0.001, 5.0)) if with_prior else None)
         trials: list[S.Trial] = []
         for _ in range(len(g) + 1):
             prop = S.propose(trials, sp, k)
