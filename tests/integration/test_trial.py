@@ -64,10 +64,7 @@ def test_a_cpu_trial_under_a_cap_compiles_cold_unless_told(tmp_path):
                    env={"XDG_CACHE_HOME": str(capped)})
     assert proc.returncode == 0, proc.stderr
     assert cache_files(capped), "an explicit --cache uses it under the cap too"
-    free = tmp_path / "free"
-    proc = run_cli("trial", "--num-envs", "64", "--json", env={"XDG_CACHE_HOME": str(free)})
-    assert proc.returncode == 0, proc.stderr
-    assert cache_files(free), "without a cap the cache is on by default"
+    # without a cap the default keeps the cache (measure.trial drops it only for RLIMIT_DATA)
 
 
 def test_real_oom_under_a_cap():
