@@ -28,8 +28,16 @@ def test_predictive_sweep_jumps_with_the_model_and_recommends_a_size_it_ran(tmp_
     assert searched[0]["num_envs"] == 64
     out = proc.stdout
     if searched[0]["status"] == "ok":
-        assert len(searched) == 2, [t["num_envs"] for t in trials]
+        assert len(searched) >= 2, [t["num_envs"] for t in trials]
         jump = searched[1]["num_envs"]
+        # The refine budget is one trial, but a jump that fits its search trial and fails its
+        # repeat moves the boundary down, and the sizes below it are measured (the step-down:
+        # 416 once fitted its search trial at 96% of the cap and ran out of memory on repeat).
+        failed_proof = any(t["num_envs"] == jump and t["purpose"] != "search"
+                           and t["status"] != "ok" for t in trials)
+        extra = [t["num_envs"] for t in searched[2:]]
+        assert not extra or (failed_proof and all(64 < n < jump for n in extra)), \
+            [(t["num_envs"], t["purpose"], t["status"]) for t in trials]
         assert 64 < jump <= 1024 and bin(jump).count("1") <= 4  # a round size
         if footprint["error"] is None:  # the prior came in time: the model aimed the jump
             assert [s["num_envs"] for s in footprint["sizes"]] == [64, 1024]

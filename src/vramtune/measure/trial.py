@@ -65,14 +65,27 @@ class TrialRequest:
         return self.cap_bytes if self.cap_bytes is not None else self.budget_bytes
 
 
+# Signals an allocation that failed under RLIMIT_DATA ends with when nothing checked it
+# (a null pointer written to: SIGSEGV; std::terminate with no message: SIGABRT).
+UNCHECKED_ALLOC_SIGNALS = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS"})
+# The sampled peak is 20 ms old when the process dies, and the allocation that failed may be
+# large (190 MB at 768 envs, 17% of a 1.1 GB cap): a death this close to the cap is the cap's.
+NEAR_CAP_FRACTION = 0.9
+
+
 def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
-             output_tail: str) -> tuple[Status, str | None, str | None]:
+             output_tail: str, *, rlimit_data_bytes: int | None = None,
+             peak_data_bytes: int | None = None) -> tuple[Status, str | None, str | None]:
     """(status, error type, error message) from what the trial left behind.
 
     Out of memory only on a strong signal (``measure.oom``): the BFC allocator's "not a
     failure" warning is noise, a driver allocation the allocator retried is a hint, and
     cuBLAS failing to start under memory starvation is an OOM (jax-ml/jax#7118).
     A CUDA plugin that never started means the GPU cap was never applied: an error.
+    Under RLIMIT_DATA, a silent SIGSEGV/SIGABRT/SIGBUS with the data segment sampled at 90%
+    of the cap or more is an OOM too, and its message gives that evidence: XLA does not
+    check every host allocation (a CI run saw 1024 envs die by SIGSEGV at 99.4% of the cap,
+    beside 768 failing "Out of memory allocating 190812168 bytes").
     """
     if timed_out:
         return Status.TIMEOUT, None, "killed at the time limit"
@@ -102,8 +115,16 @@ def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
             name = signal.Signals(-exit_code).name
         except ValueError:
             name = f"signal {-exit_code}"
-        return Status.CRASH, name, (f"killed by {name}{hint}" + (f"; last output:\n{tail[-1500:]}"
-                                                                 if tail else ""))
+        last = f"; last output:\n{tail[-1500:]}" if tail else ""
+        if (name in UNCHECKED_ALLOC_SIGNALS and rlimit_data_bytes and peak_data_bytes
+                and peak_data_bytes >= NEAR_CAP_FRACTION * rlimit_data_bytes):
+            share = peak_data_bytes / rlimit_data_bytes
+            return Status.OOM, f"{name} at the cap", (
+                f"killed by {name} with the data segment at {share:.1%} of RLIMIT_DATA "
+                f"(sampled peak {format_bytes(peak_data_bytes)} of "
+                f"{format_bytes(rlimit_data_bytes)}): an allocation past the cap that nothing "
+                f"checked, counted as out of memory{last}")
+        return Status.CRASH, name, f"killed by {name}{hint}{last}"
     return Status.CRASH, f"exit code {exit_code}", (hint.strip() + "\n" if hint else "") + \
         (tail[-2000:] or "exited without a result")
 
@@ -339,8 +360,12 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
                 child = ChildReport.from_dict(json.loads(result_path.read_text()))
             except (OSError, json.JSONDecodeError, TypeError):
                 child = None
+    peak_data = _max_known(child.host_peak_data_bytes if child else None,
+                           sampler.data_peak if sampler else None)
     status, error_type, message = classify(child, proc.returncode, timed_out,
-                                            "\n".join(reader.tail))
+                                            "\n".join(reader.tail),
+                                            rlimit_data_bytes=cap.rlimit_data_bytes,
+                                            peak_data_bytes=peak_data)
     measured = child.record_fields() if child is not None else {}
     early = reader.last_event.get("proof")
     if child is None and isinstance(early, dict):  # died or timed out after JAX started
@@ -394,8 +419,7 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         pool_limit_intended_bytes=cap.pool_limit_bytes, cap_check=_proof_line(cap, proof),
         steps_per_s_per_device=per_device_rate,
         nvml_note=nvml_note, host_peak_rss_bytes=peak_rss,
-        host_peak_data_bytes=_max_known(child.host_peak_data_bytes if child else None,
-                                        sampler.data_peak if sampler else None),
+        host_peak_data_bytes=peak_data,
         host_tree_rss_peak_bytes=sampler.tree_rss_peak if sampler else None,
         wall_s=wall_s, exit_code=proc.returncode, error_type=error_type,
         error_message=message, error_where=where, versions=machine.versions(),

@@ -57,3 +57,33 @@ def test_cache_loader_noise_is_dropped_from_abort_tails():
             "terminate called after throwing an instance of 'std::bad_alloc'\n")
     status, _, message = classify(None, -6, False, tail)
     assert status is Status.OOM and "cpu_aot_loader" not in message
+
+
+CAP = 1_170_000_000
+
+
+def test_silent_segfault_at_the_cap_is_oom_with_its_evidence():
+    # as a CI run saw: 1024 envs killed by SIGSEGV, data segment sampled at 99.4% of the cap
+    status, kind, message = classify(None, -11, False, "", rlimit_data_bytes=CAP,
+                                     peak_data_bytes=1_162_543_104)
+    assert status is Status.OOM and kind == "SIGSEGV at the cap"
+    assert "99.4% of RLIMIT_DATA" in message and "counted as out of memory" in message
+
+
+def test_segfault_far_below_the_cap_stays_a_crash():
+    status, kind, _ = classify(None, -11, False, "", rlimit_data_bytes=CAP,
+                               peak_data_bytes=int(CAP * 0.5))
+    assert status is Status.CRASH and kind == "SIGSEGV"
+
+
+def test_segfault_without_a_cap_or_a_peak_stays_a_crash():
+    assert classify(None, -11, False, "", rlimit_data_bytes=None,
+                    peak_data_bytes=CAP)[0] is Status.CRASH
+    assert classify(None, -11, False, "", rlimit_data_bytes=CAP,
+                    peak_data_bytes=None)[0] is Status.CRASH
+
+
+def test_sigkill_at_the_cap_is_not_an_allocation_failure():
+    # a kill from outside (the OOM killer, a user) is not the cap refusing an allocation
+    assert classify(None, -9, False, "", rlimit_data_bytes=CAP,
+                    peak_data_bytes=CAP)[0] is Status.CRASH
