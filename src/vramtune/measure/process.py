@@ -71,6 +71,7 @@ class _Sampler(threading.Thread):
         self.stop_event = threading.Event()
         self.tree_rss_peak: int | None = None
         self.data_peak: int | None = None  # the trial process's VmData: what RLIMIT_DATA counts
+        self.data_last: int | None = None  # its last sample: the level when the process died
         self.samples = 0
 
     def run(self) -> None:
@@ -100,6 +101,7 @@ class _Sampler(threading.Thread):
             data = vm_data_bytes(self.pid)
             if data is not None:
                 self.data_peak = max(data, self.data_peak or 0)
+                self.data_last = data
             gpu_now = self.gpu.sample({p.pid for p in procs}) if self.gpu is not None else None
             self.samples += 1
             if self.on_event:

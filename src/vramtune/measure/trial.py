@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -67,25 +68,35 @@ class TrialRequest:
 
 # Signals an allocation that failed under RLIMIT_DATA ends with when nothing checked it
 # (a null pointer written to: SIGSEGV; std::terminate with no message: SIGABRT).
-UNCHECKED_ALLOC_SIGNALS = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS"})
-# The sampled peak is 20 ms old when the process dies, and the allocation that failed may be
-# large (190 MB at 768 envs, 17% of a 1.1 GB cap): a death this close to the cap is the cap's.
+UNCHECKED_ALLOC_SIGNALS = frozenset({"SIGSEGV", "SIGABRT"})
+# A death by one of them counts as the cap's only if the sampled data segment came this close
+# to it. A choice, not a derivation: the sampler reads VmData every 100 ms, so the allocation
+# that failed is not in it (at the edge one is 175-255 MB, 15-20% of a 1.17-1.26 GB cap), but
+# a trial dying at the cap has repeated epochs of the same allocations, and its earlier ones
+# peaked within a few % of the cap (1024 envs: 99.4%); a crash unrelated to memory this close
+# to the cap is the rarer event. Deaths that left a diagnostic (below) are never counted.
 NEAR_CAP_FRACTION = 0.9
+# A tail that says why the process died: not a silent failed allocation. (absl's FATAL log
+# lines start "F" + MMDD; a CHECK prints "Check failed"; C++ and C name what they abort on.)
+_DIAGNOSED_DEATH = re.compile(r"Check failed|^F\d{4} |terminate called after throwing|"
+                              r"Assertion .* failed|Fatal Python error", re.MULTILINE)
 
 
 def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
              output_tail: str, *, rlimit_data_bytes: int | None = None,
-             peak_data_bytes: int | None = None) -> tuple[Status, str | None, str | None]:
+             peak_data_bytes: int | None = None,
+             last_data_bytes: int | None = None) -> tuple[Status, str | None, str | None]:
     """(status, error type, error message) from what the trial left behind.
 
     Out of memory only on a strong signal (``measure.oom``): the BFC allocator's "not a
     failure" warning is noise, a driver allocation the allocator retried is a hint, and
     cuBLAS failing to start under memory starvation is an OOM (jax-ml/jax#7118).
     A CUDA plugin that never started means the GPU cap was never applied: an error.
-    Under RLIMIT_DATA, a silent SIGSEGV/SIGABRT/SIGBUS with the data segment sampled at 90%
-    of the cap or more is an OOM too, and its message gives that evidence: XLA does not
-    check every host allocation (a CI run saw 1024 envs die by SIGSEGV at 99.4% of the cap,
-    beside 768 failing "Out of memory allocating 190812168 bytes").
+    Under RLIMIT_DATA, a silent SIGSEGV/SIGABRT (no diagnostic in its output) with the data
+    segment's sampled peak at 90% of the cap or more is an OOM too, and its message gives
+    that evidence and says it is inferred: XLA does not check every host allocation (a CI
+    run saw 1024 envs die by SIGSEGV at 99.4% of the cap, beside 768 failing "Out of memory
+    allocating 190812168 bytes"). ``last_data_bytes`` (the last sample) is shown beside it.
     """
     if timed_out:
         return Status.TIMEOUT, None, "killed at the time limit"
@@ -117,13 +128,16 @@ def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
             name = f"signal {-exit_code}"
         last = f"; last output:\n{tail[-1500:]}" if tail else ""
         if (name in UNCHECKED_ALLOC_SIGNALS and rlimit_data_bytes and peak_data_bytes
-                and peak_data_bytes >= NEAR_CAP_FRACTION * rlimit_data_bytes):
+                and peak_data_bytes >= NEAR_CAP_FRACTION * rlimit_data_bytes
+                and not _DIAGNOSED_DEATH.search(tail)):
             share = peak_data_bytes / rlimit_data_bytes
+            at_death = (f", last sample {last_data_bytes / rlimit_data_bytes:.1%}"
+                        if last_data_bytes is not None else "")
             return Status.OOM, f"{name} at the cap", (
-                f"killed by {name} with the data segment at {share:.1%} of RLIMIT_DATA "
-                f"(sampled peak {format_bytes(peak_data_bytes)} of "
-                f"{format_bytes(rlimit_data_bytes)}): an allocation past the cap that nothing "
-                f"checked, counted as out of memory{last}")
+                f"killed by {name} with no diagnostic after the data segment peaked at "
+                f"{share:.1%} of RLIMIT_DATA (sampled peak {format_bytes(peak_data_bytes)} of "
+                f"{format_bytes(rlimit_data_bytes)}{at_death}): taken for an allocation past "
+                f"the cap that nothing checked, and counted as out of memory{hint}{last}")
         return Status.CRASH, name, f"killed by {name}{hint}{last}"
     return Status.CRASH, f"exit code {exit_code}", (hint.strip() + "\n" if hint else "") + \
         (tail[-2000:] or "exited without a result")
@@ -365,7 +379,9 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
     status, error_type, message = classify(child, proc.returncode, timed_out,
                                             "\n".join(reader.tail),
                                             rlimit_data_bytes=cap.rlimit_data_bytes,
-                                            peak_data_bytes=peak_data)
+                                            peak_data_bytes=peak_data,
+                                            last_data_bytes=sampler.data_last if sampler
+                                            else None)
     measured = child.record_fields() if child is not None else {}
     early = reader.last_event.get("proof")
     if child is None and isinstance(early, dict):  # died or timed out after JAX started

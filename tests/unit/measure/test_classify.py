@@ -1,3 +1,5 @@
+import pytest
+
 from vramtune.measure.trial import classify
 from vramtune.measure.wire import ChildReport
 from vramtune.records import Status
@@ -87,3 +89,37 @@ def test_sigkill_at_the_cap_is_not_an_allocation_failure():
     # a kill from outside (the OOM killer, a user) is not the cap refusing an allocation
     assert classify(None, -9, False, "", rlimit_data_bytes=CAP,
                     peak_data_bytes=CAP)[0] is Status.CRASH
+
+
+def test_segfault_message_shows_the_last_sample_beside_the_peak():
+    _, _, message = classify(None, -11, False, "", rlimit_data_bytes=CAP,
+                             peak_data_bytes=1_162_543_104, last_data_bytes=int(CAP * 0.83))
+    assert "99.4% of RLIMIT_DATA" in message and "last sample 83.0%" in message
+    assert "no diagnostic" in message
+
+
+def test_the_threshold_is_ninety_percent_of_the_cap():
+    at = classify(None, -11, False, "", rlimit_data_bytes=CAP, peak_data_bytes=int(CAP * 0.9))
+    below = classify(None, -11, False, "", rlimit_data_bytes=CAP,
+                     peak_data_bytes=int(CAP * 0.9) - 1)
+    assert at[0] is Status.OOM and below[0] is Status.CRASH
+
+
+@pytest.mark.parametrize("tail", [
+    "F1125 08:00:00.123456 1234 pjrt_client.cc:99] Check failed: buffer != nullptr",
+    "external/xla/xla/service/foo.cc:12: Check failed: ok",
+    "terminate called after throwing an instance of 'std::runtime_error'",
+    "python3: foo.c:10: bar: Assertion `x > 0' failed.",
+    "Fatal Python error: Cannot recover from stack overflow.",
+])
+def test_a_death_with_a_diagnostic_at_the_cap_stays_a_crash(tail):
+    # the tail says why it died: not a silent allocation past the cap
+    status, kind, message = classify(None, -6, False, tail, rlimit_data_bytes=CAP,
+                                     peak_data_bytes=int(CAP * 0.99))
+    assert status is Status.CRASH and kind == "SIGABRT" and tail.split()[0] in message
+
+
+def test_sigbus_at_the_cap_stays_a_crash():
+    # a failed allocation does not end in SIGBUS (a bad mapping, truncated file, ... does)
+    assert classify(None, -7, False, "", rlimit_data_bytes=CAP,
+                    peak_data_bytes=int(CAP * 0.99))[0] is Status.CRASH
