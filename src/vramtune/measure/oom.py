@@ -93,6 +93,18 @@ CAP_NOT_APPLIED_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("bad_allocator_variable", r"XLA_PYTHON_CLIENT_ALLOCATOR env var must be"),
     ))
 
+# Lines that say why a process died (so not a silent allocation that failed under RLIMIT_DATA
+# and was written through unchecked): absl's FATAL log lines start "F" + MMDD, a CHECK prints
+# "Check failed", C++ and C name what they abort on, CPython names its own fatal errors.
+DIAGNOSED_DEATH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (reason, re.compile(rx)) for reason, rx in (
+        ("check_failed", r"Check failed"),
+        ("absl_fatal", r"^F\d{4} "),
+        ("uncaught_exception", r"terminate called after throwing"),
+        ("assertion", r"Assertion .* failed"),
+        ("python_fatal", r"Fatal Python error"),
+    ))
+
 _BFC_LIMIT = re.compile(r"XLA backend (?:will use up to|allocating) (\d+) bytes on device (\d+) "
                         r"for (BFCAllocator|CudaAsyncAllocator)")
 
@@ -138,13 +150,23 @@ def classify_text(text: str) -> Verdict:
 
 def cap_not_applied(text: str) -> list[tuple[str, str]]:
     """[(reason, line)] for lines saying the CUDA backend, and so the cap, never came up."""
+    return _hits(text, CAP_NOT_APPLIED_PATTERNS)
+
+
+def _hits(text: str, patterns: tuple[tuple[str, re.Pattern[str]], ...]) -> list[tuple[str, str]]:
+    """[(reason, line)]: each line once, under the first pattern it matches."""
     hits = []
     for line in text.splitlines():
-        for reason, rx in CAP_NOT_APPLIED_PATTERNS:
+        for reason, rx in patterns:
             if rx.search(line):
                 hits.append((reason, line.strip()))
                 break
     return hits
+
+
+def diagnosed_death(text: str) -> list[tuple[str, str]]:
+    """[(reason, line)] for lines saying why the process died (``DIAGNOSED_DEATH_PATTERNS``)."""
+    return _hits(text, DIAGNOSED_DEATH_PATTERNS)
 
 
 def bfc_limits(text: str) -> dict[int, int]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -22,7 +21,7 @@ from typing import Any
 from vramtune import machine
 from vramtune.measure.cap import CAP_TOLERANCE, Cap, plan_cap
 from vramtune.measure.nvml import GpuMonitor, Nvml
-from vramtune.measure.oom import cap_not_applied, classify_text, split_noise
+from vramtune.measure.oom import cap_not_applied, classify_text, diagnosed_death, split_noise
 from vramtune.measure.process import (
     EventCallback,
     Standby,
@@ -74,12 +73,8 @@ UNCHECKED_ALLOC_SIGNALS = frozenset({"SIGSEGV", "SIGABRT"})
 # that failed is not in it (at the edge one is 175-255 MB, 15-20% of a 1.17-1.26 GB cap), but
 # a trial dying at the cap has repeated epochs of the same allocations, and its earlier ones
 # peaked within a few % of the cap (1024 envs: 99.4%); a crash unrelated to memory this close
-# to the cap is the rarer event. Deaths that left a diagnostic (below) are never counted.
+# to the cap is the rarer event. Deaths that say why (``oom.diagnosed_death``) never count.
 NEAR_CAP_FRACTION = 0.9
-# A tail that says why the process died: not a silent failed allocation. (absl's FATAL log
-# lines start "F" + MMDD; a CHECK prints "Check failed"; C++ and C name what they abort on.)
-_DIAGNOSED_DEATH = re.compile(r"Check failed|^F\d{4} |terminate called after throwing|"
-                              r"Assertion .* failed|Fatal Python error", re.MULTILINE)
 
 
 def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
@@ -129,7 +124,7 @@ def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
         last = f"; last output:\n{tail[-1500:]}" if tail else ""
         if (name in UNCHECKED_ALLOC_SIGNALS and rlimit_data_bytes and peak_data_bytes
                 and peak_data_bytes >= NEAR_CAP_FRACTION * rlimit_data_bytes
-                and not _DIAGNOSED_DEATH.search(tail)):
+                and not diagnosed_death(tail)):
             share = peak_data_bytes / rlimit_data_bytes
             at_death = (f", last sample {last_data_bytes / rlimit_data_bytes:.1%}"
                         if last_data_bytes is not None else "")
