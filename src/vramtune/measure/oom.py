@@ -102,7 +102,9 @@ DIAGNOSED_DEATH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("absl_fatal", r"^F\d{4} "),
         ("uncaught_exception", r"terminate called after throwing"),
         ("assertion", r"Assertion .* failed"),
-        ("python_fatal", r"Fatal Python error"),
+        # faulthandler (PYTHONFAULTHANDLER in the user's environment) reports the signal
+        # itself the same way: that names no cause, so it does not count
+        ("python_fatal", r"Fatal Python error: (?!Segmentation fault|Aborted)"),
     ))
 
 _BFC_LIMIT = re.compile(r"XLA backend (?:will use up to|allocating) (\d+) bytes on device (\d+) "

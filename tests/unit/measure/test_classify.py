@@ -123,3 +123,10 @@ def test_sigbus_at_the_cap_stays_a_crash():
     # a failed allocation does not end in SIGBUS (a bad mapping, truncated file, ... does)
     assert classify(None, -7, False, "", rlimit_data_bytes=CAP,
                     peak_data_bytes=int(CAP * 0.99))[0] is Status.CRASH
+
+
+def test_faulthandler_naming_only_the_signal_is_still_silent():
+    # PYTHONFAULTHANDLER=1 prints the signal and a stack: no cause, so the cap's rule applies
+    tail = "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):"
+    assert classify(None, -11, False, tail, rlimit_data_bytes=CAP,
+                    peak_data_bytes=int(CAP * 0.99))[0] is Status.OOM
