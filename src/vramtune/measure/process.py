@@ -25,8 +25,14 @@ from vramtune.measure.wire import EVENT_PREFIX, Event, Sample, decode_event
 EventCallback = Callable[[Event], None]
 
 
+TAIL_LINE_CHARS = 4096  # a tail line keeps its first and last this many characters
+
+
 class _Reader(threading.Thread):
-    """Drains the child's output: events to the callback, the rest kept as a short tail."""
+    """Drains the child's output: events to the callback, the rest kept as a short tail.
+
+    Tail lines are bounded (head and end kept): the classifiers scan every tail line with
+    regexes, and one line of megabytes would make that scan take minutes."""
 
     def __init__(self, stream: Any, on_event: EventCallback | None) -> None:
         super().__init__(daemon=True, name="vramtune-reader")
@@ -41,12 +47,19 @@ class _Reader(threading.Thread):
             decoded = decode_event(line)
             if decoded is None:
                 if not line.startswith(EVENT_PREFIX):
-                    self.tail.append(line)
+                    self.tail.append(_bounded(line))
                 continue
             raw, event = decoded
             self.last_event.update(raw)
             if self.on_event:
                 self.on_event(event)
+
+
+def _bounded(line: str) -> str:
+    if len(line) <= 2 * TAIL_LINE_CHARS:
+        return line
+    cut = len(line) - 2 * TAIL_LINE_CHARS
+    return f"{line[:TAIL_LINE_CHARS]} [... {cut} characters ...] {line[-TAIL_LINE_CHARS:]}"
 
 
 def vm_data_bytes(pid: int) -> int | None:

@@ -1,0 +1,35 @@
+"""The trial's output reader, on a real pipe."""
+
+import os
+import time
+
+from vramtune.measure.oom import classify_text, diagnosed_death
+from vramtune.measure.process import TAIL_LINE_CHARS, _Reader
+
+
+def _read(data: bytes) -> list[str]:
+    r, w = os.pipe()
+    with os.fdopen(r, "rb") as rd:
+        reader = _Reader(rd, None)
+        reader.start()
+        with os.fdopen(w, "wb") as wr:
+            wr.write(data)
+        reader.join(timeout=10)
+        assert not reader.is_alive()
+        return list(reader.tail)
+
+
+def test_a_huge_line_keeps_its_head_and_end_and_scans_fast():
+    # "Assertion " x 200k on one line made the tail scan quadratic (a minute and more)
+    line = "Check failed: x " + "Assertion " * 200_000 + "Out of memory allocating 5 bytes"
+    tail = _read(line.encode() + b"\nlast\n")
+    assert tail[-1] == "last" and len(tail[0]) < 2 * TAIL_LINE_CHARS + 100
+    assert tail[0].startswith("Check failed") and tail[0].endswith("allocating 5 bytes")
+    started = time.perf_counter()
+    assert diagnosed_death("\n".join(tail)) and classify_text("\n".join(tail)).oom
+    assert time.perf_counter() - started < 5
+
+
+def test_short_lines_are_kept_whole():
+    assert _read(b"one\n" + b"x" * (2 * TAIL_LINE_CHARS) + b"\n") == ["one",
+                                                                      "x" * (2 * TAIL_LINE_CHARS)]
