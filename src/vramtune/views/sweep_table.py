@@ -87,15 +87,20 @@ SHARED_FOOTNOTE = ("shared: the trial ran beside others on the same device; its 
                    "holds (its own cap), its steps/s do not (shared compute)")
 
 
-def _columns(gpu: bool) -> tuple[Column, ...]:
-    """Headers that say which memory each column is: VRAM on GPU, host RAM on CPU."""
+def _columns(gpu: bool, capped: bool = True) -> tuple[Column, ...]:
+    """Headers that say which memory each column is: VRAM on GPU, host RAM on CPU; the figure
+    the cap counts is called capped only where a trial ran under a cap (uncapped, it is the
+    same measurement with nothing holding it)."""
+    if gpu:
+        cap_header = "capped (VRAM pool)" if capped else "pool (VRAM)"
+    else:
+        cap_header = "capped (data seg.)" if capped else "data seg. (host)"
     return (Column("num_envs", "num_envs", "right"), Column("batch", "batch"),
             Column("run", "run", optional=True), Column("status", "status"),
             Column("alloc_peak", "alloc peak (VRAM)", "right", optional=True),
             Column("process_peak", "process peak (VRAM)", "right", optional=True),
             Column("host_peak", "host peak (RAM)", "right"),
-            Column("capped", "capped (VRAM pool)" if gpu else "capped (data seg.)", "right",
-                   optional=True),
+            Column("capped", cap_header, "right", optional=True),
             Column("budget_share", "% budget" if gpu else "% budget (host)", "right",
                    optional=True),
             Column("compile_s", "compile s", "right"), Column("steps_per_s", "steps/s", "right"),
@@ -137,5 +142,6 @@ def sweep_table(results: Sequence[TrialResult], rec: Recommendation,
                                                         col["steps_per_s"][i] is not None else ""),
                      _number(col["steps_per_s_per_env"][i], ",.1f"),
                      fmt.percent(col["relative_speed"][i]), col["reason"][i]])
-    return Table.from_rows(_columns(any_gpu(results)), rows, data=raw,
+    any_cap = any(r.cap_bytes is not None for r in results)
+    return Table.from_rows(_columns(any_gpu(results), any_cap), rows, data=raw,
                            strong=[bool(v) for v in col["recommended"]])

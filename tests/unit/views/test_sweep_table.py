@@ -61,3 +61,22 @@ def test_a_gpu_pool_is_shown_against_the_pool_limit_not_the_whole_cap():
                       num_minibatches=4, status=Status.OK, backend="cpu", steps_per_s=7000.0,
                       cap_bytes=1_080_000_000, host_peak_data_bytes=973 * mib)
     assert cpu.cap_figure_limit_bytes == 1_080_000_000
+
+
+def test_the_cap_figure_is_called_capped_only_where_a_trial_ran_under_a_cap():
+    """Uncapped, the data segment (CPU) or pool (GPU) peak is still measured, but nothing held
+    it: a 'capped' header over it said a cap was in force that was not."""
+    def header(results):
+        table = sweep_table(results, choose(results, None, 0.10), None)
+        return table.column("capped").title
+
+    mib = 2**20
+    uncapped = [TrialResult(profile="quick", profile_hash="h", num_envs=256, batch_size=256,
+                            num_minibatches=4, status=Status.OK, backend="cpu",
+                            steps_per_s=7000.0, host_peak_rss_bytes=900 * mib,
+                            host_peak_data_bytes=973 * mib)]
+    assert header(uncapped) == "data seg. (host)"
+    capped = [TrialResult(**{**uncapped[0].__dict__, "cap_bytes": 1_080_000_000})]
+    assert header(capped) == "capped (data seg.)"
+    gpu = [TrialResult(**{**uncapped[0].__dict__, "backend": "gpu", "jax_peak_pool_bytes": 782 * mib})]
+    assert header(gpu) == "pool (VRAM)"
