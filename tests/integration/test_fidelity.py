@@ -27,9 +27,18 @@ def _sweep(tmp_path: Path, *args: str) -> tuple[dict, list[TrialResult]]:
     return json.loads(proc.stdout), list(load_run(run_dir).results)
 
 
-def test_the_pick_is_confirmed_by_a_long_run_under_the_same_cap(tmp_path):
-    summary, results = _sweep(tmp_path, "--profile", "quick", "--gpu-mem", "3GB", "--start", "64",
+@pytest.fixture(scope="module")
+def confirmed(tmp_path_factory) -> tuple[Path, dict, list[TrialResult]]:
+    """One confirmed sweep, read by the tests of confirmation and of verifying what it emits
+    (one sweep, not two: ~45 s of the suite)."""
+    tmp = tmp_path_factory.mktemp("confirmed")
+    summary, results = _sweep(tmp, "--profile", "quick", "--gpu-mem", "3GB", "--start", "64",
                               "--max-envs", "128", "--confirm-steps", "20")
+    return tmp / "run", summary, results
+
+
+def test_the_pick_is_confirmed_by_a_long_run_under_the_same_cap(confirmed):
+    _, summary, results = confirmed
     chosen = summary["recommended"]
     assert chosen is not None and summary["confirmed"] is not None
     confirm = [r for r in results if r.purpose is Purpose.CONFIRM]
@@ -78,9 +87,12 @@ def test_a_confirmation_that_fails_steps_down_to_a_smaller_size(tmp_path):
     profile = _leaky_profile(tmp_path, 400)
     summary, results = _sweep(tmp_path, "--profile", str(profile), "--gpu-mem", "1.72GB",
                               "--start", "128", "--max-envs", "256", "--objective", "max-envs",
-                              "--confirm-steps", "150")
+                              "--confirm-steps", "150", "--refine", "1")
     # Since the failed confirmation moves the search's upper end, the sizes between 128 and
     # 256 are measured before the next one is confirmed (was: 128, the next measured size).
+    # --refine 1: one search trial in each interval a failed confirmation opens (the test is
+    # the step-down, not the resolution; unbounded, it walked 240-224-208-192 with a 35-45 s
+    # long run each, 370 s in all).
     confirm = {r.num_envs: r for r in results if r.purpose is Purpose.CONFIRM}
     assert confirm[256].status is Status.OOM, confirm[256].error_message
     between = [r.num_envs for r in results if r.purpose is Purpose.SEARCH and 128 < r.num_envs < 256]
@@ -106,11 +118,10 @@ def test_verify_a_user_style_file_against_a_profile(tmp_path):
     assert record["cap"] == f"RLIMIT_DATA={int(3e9 * 0.9)}"
 
 
-def test_verify_an_emitted_file_finds_its_profile(tmp_path):
-    _, _ = _sweep(tmp_path, "--profile", "quick", "--gpu-mem", "3GB", "--start", "64",
-                  "--max-envs", "64", "--confirm-steps", "12")
+def test_verify_an_emitted_file_finds_its_profile(confirmed, tmp_path):
+    run_dir, _, _ = confirmed
     out = tmp_path / "tuned.yaml"
-    emitted = run_cli("emit-config", str(tmp_path / "run"), "--gpu-mem", "3GB", "-o", str(out))
+    emitted = run_cli("emit-config", str(run_dir), "--gpu-mem", "3GB", "-o", str(out))
     assert emitted.returncode == 0, emitted.stderr
     data = yaml.safe_load(out.read_text())
     assert "run_evals" not in data["ppo"], "a measurement-only setting leaked into the config"
