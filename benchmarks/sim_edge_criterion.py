@@ -28,12 +28,9 @@ from __future__ import annotations
 
 import argparse
 import math
+from statistics import NormalDist
 
 import numpy as np
-
-
-def _phi(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
 
 
 def simulate(step_sd: float, rounds: int, rng: np.random.Generator, above: int = 4) -> dict:
@@ -60,7 +57,7 @@ def simulate(step_sd: float, rounds: int, rng: np.random.Generator, above: int =
         miss[r] = any(j >= 2 for j in survivors)
         below[r] = -mean(pick)
         steps_below[r] = -mean(pick) / step_sd
-        surv2[r] = 1.0 - _phi(np.array(mean(pick + 2)))
+        surv2[r] = 1.0 - NormalDist().cdf(mean(pick + 2))
     p = float(miss.mean())
     return {"step_sd": step_sd, "p_miss": p, "p_5_of_5": (1 - p) ** 5, "p_6_of_6": (1 - p) ** 6,
             "pick_below_line_sd": float(below.mean()),

@@ -87,7 +87,7 @@ SHARED_FOOTNOTE = ("shared: the trial ran beside others on the same device; its 
                    "holds (its own cap), its steps/s do not (shared compute)")
 
 
-def _columns(gpu: bool, capped: bool = True) -> tuple[Column, ...]:
+def _columns(gpu: bool, capped: bool) -> tuple[Column, ...]:
     """Headers that say which memory each column is: VRAM on GPU, host RAM on CPU; the figure
     the cap counts is called capped only where a trial ran under a cap (uncapped, it is the
     same measurement with nothing holding it)."""
