@@ -66,10 +66,24 @@ def simulate(step_sd: float, rounds: int, rng: np.random.Generator, above: int =
             "survival_two_above_p90": float(np.quantile(surv2, 0.9))}
 
 
+def _whole(lo: int, hi: int):
+    """An argparse type: a whole number in [lo, hi], else argparse's one-line error."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"{n} is outside {lo} to {hi}")
+        return n
+    return parse
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=20000)
-    ap.add_argument("--seed", type=int, default=0)
+    # budgets a row: none has no share to report, more than a million runs for hours
+    ap.add_argument("--rounds", type=_whole(1, 1_000_000), default=20000)
+    ap.add_argument("--seed", type=_whole(0, 2**63 - 1), default=0)  # numpy's seeds are >= 0
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     print("| grid step (sd of one run) | P(criterion missed at one budget) | P(met at 5 of 5) "
