@@ -16,7 +16,7 @@ from _common import banner, median
 
 from vramtune.machine import default_cache_dir
 from vramtune.measure.trial import DEFAULT_SAMPLE_INTERVAL_S, TrialRequest, run_trial
-from vramtune.measure.wire import Event, Phase
+from vramtune.measure.wire import Event, TrialPhase
 from vramtune.records import Status
 from vramtune.workload.profile import load_profile
 
@@ -40,7 +40,7 @@ def main() -> None:
             t0 = time.perf_counter()
 
             def on_event(event: Event, marks=marks, t0=t0) -> None:
-                if isinstance(event, Phase):
+                if isinstance(event, TrialPhase):
                     marks.setdefault(event.phase, time.perf_counter() - t0)
 
             r = run_trial(TrialRequest(profile, args.size, compile_cache_dir=cache,

@@ -11,7 +11,8 @@ from typing import Any
 
 __version__ = "0.2.0.dev0"
 
-_API = ("sweep", "trial", "recommend", "prepare_sweep", "run_prepared", "outcome",
+_API = ("sweep", "sweep_request", "SweepRequest", "trial", "recommend", "prepare_sweep",
+        "run_prepared", "outcome",
         "load_runs", "emit_config", "verify")
 
 

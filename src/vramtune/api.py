@@ -18,115 +18,44 @@ import pandas as pd
 
 from vramtune import yamlio
 from vramtune.errors import UserError
+from vramtune.inputs import (
+    MAX_TRAINING_STEPS,
+    Percent,
+    Size,
+    as_bytes,
+    as_cap,
+    as_devices,
+    as_fraction,
+    as_objective,
+    check_int,
+    check_num_envs,
+    check_timeout,
+)
 from vramtune.machine import compile_cache_dir, mem_fraction_var
-from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
 from vramtune.measure.nvml import Nvml
-from vramtune.measure.overhead import DeviceFacts, measure_device
+from vramtune.measure.overhead import device_cap
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.measure.wire import Event
-from vramtune.records import Purpose, TrialResult
+from vramtune.records import Objective, Purpose, TrialResult
 from vramtune.results.frame import runs_frame
 from vramtune.results.store import Run, find_runs, load_run
-from vramtune.schema import MAX_NUM_ENVS
 from vramtune.tune.budgets import Emission, Measurements, choose_for_budget, merge_runs
-from vramtune.tune.planner import SearchMethod, Step
-from vramtune.tune.recommend import Objective, Recommendation, choose
-from vramtune.tune.sweep import (
-    PreparedSweep,
-    SweepOptions,
-    prepare,
-    prepare_by_type,
-    run_sweeps,
-)
-from vramtune.tune.sweep import run_sweep as _run_sweep
-from vramtune.units import headroom_limit_bytes, parse_percent, parse_size, parse_sizes
+from vramtune.tune.planner import Step
+from vramtune.tune.recommend import Recommendation, choose
+from vramtune.tune.request import SweepRequest
+from vramtune.tune.sweep import PreparedSweep, prepare, prepare_by_type, run_sweep, run_sweeps
+from vramtune.units import headroom_limit_bytes, parse_sizes
 from vramtune.views.configs import ConfigFormat, render
 from vramtune.workload.configfile import BatchConfig, load_config, normalise_key, settings_block
+from vramtune.workload.emitted import emitted_profile
 from vramtune.workload.profile import (
-    MAX_TIMEOUT_S,
     TYPED_PPO_KEYS,
     Profile,
     load_profile,
     profile_from_dict,
 )
 from vramtune.workload.sources import MANAGED_PPO_KEYS
-
-Size = str | int | None
-Percent = str | float | None
-
-
-def as_bytes(value: Size, what: str = "--gpu-mem") -> int | None:
-    """Bytes from '8GB' / 8_000_000_000 / None."""
-    if value is None:
-        return None
-    if isinstance(value, str) and not value.strip():
-        raise UserError(f"{what} is empty: give a size such as 8GB, or leave the option out")
-    return parse_size(value, what=what)
-
-
-def as_cap(value: Size, what: str = "--gpu-mem") -> int | None:
-    """A budget a trial will run under: a size, and at least MIN_CAP_BYTES (below it Python
-    cannot even start under RLIMIT_DATA, and no CUDA context fits on a card)."""
-    budget = as_bytes(value, what)
-    if budget is not None and budget < MIN_CAP_BYTES:
-        raise UserError(f"{what} {value}: below {MIN_CAP_BYTES >> 20} MiB, less than a Python "
-                        f"process needs to start and import JAX")
-    return budget
-
-
-def as_fraction(value: Percent, what: str = "--headroom") -> float | None:
-    """A fraction from '10%' / '10' (percent) or a float already in [0, 1); None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if not value.strip():
-            raise UserError(f"{what} is empty: give a percentage such as 10%, or leave it out")
-        return parse_percent(value, what=what)
-    if isinstance(value, bool) or not 0 <= float(value) < 1:
-        raise UserError(f"{what} as a number must be a fraction in [0, 1), got {value!r}")
-    return float(value)
-
-
-def as_search(value: str | SearchMethod | None) -> SearchMethod | None:
-    if value is None or isinstance(value, SearchMethod):
-        return value
-    try:
-        return SearchMethod(value)
-    except ValueError:
-        raise UserError(f"unknown search {value!r}: expected one of "
-                        f"{', '.join(m.value for m in SearchMethod)}") from None
-
-
-def check_timeout(timeout_s: float | None) -> None:
-    """A time limit: positive, finite (nan and inf never time out), at most MAX_TIMEOUT_S."""
-    if timeout_s is None:
-        return
-    if (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
-            or not 0 < timeout_s <= MAX_TIMEOUT_S):
-        raise UserError(f"--timeout must be a number of seconds above 0 and at most "
-                        f"{MAX_TIMEOUT_S}, got {timeout_s}")
-
-
-def as_path(value: str | Path | None, what: str) -> Path | None:
-    """A path option; an empty one is an error (Path('') would silently mean '.')."""
-    if value is None:
-        return None
-    if not str(value).strip():
-        raise UserError(f"{what} is empty: give a directory, or leave the option out")
-    if "\0" in str(value):
-        raise UserError(f"{what} {str(value)!r}: a path cannot hold a NUL character")
-    return Path(value)
-
-
-def as_objective(value: str | Objective | None) -> Objective | None:
-    if value is None or isinstance(value, Objective):
-        return value
-    try:
-        return Objective(value)
-    except ValueError:
-        raise UserError(f"unknown objective {value!r}: expected one of "
-                        f"{', '.join(o.value for o in Objective)}") from None
 
 
 @dataclass(frozen=True)
@@ -141,60 +70,36 @@ class SweepOutcome:
     interrupted: bool = False
 
 
-def prepare_sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
-                  headroom: Percent = None, start: int | None = None,
-                  max_envs: int | None = None, refine: int | None = None,
-                  objective: str | Objective | None = None, out: str | Path | None = None,
-                  resume: str | Path | None = None, timeout_s: float | None = None,
-                  cache: bool | None = None, standby: bool = True, confirm: bool | None = None,
-                  confirm_steps: int | None = None, devices: int | None = None,
-                  search: str | SearchMethod | None = None, parallel: int = 1,
-                  executor: str | None = None, ray_address: str | None = None,
-                  gpu_type: str | None = None, nvml: Nvml | None = None) -> PreparedSweep:
+def sweep_request(profile: str | Path | Profile | SweepRequest | None = None,
+                  **options: Any) -> SweepRequest:
+    """A checked sweep request from what a person types: the keywords are
+    ``SweepRequest.parse``'s (gpu_mem="8GB", headroom="10%", start, max_envs, refine,
+    objective, out, resume, timeout_s, cache, standby, confirm, confirm_steps, devices, search,
+    parallel, executor, ray_address, gpu_type, gpu_types, speed_margin). A request passes
+    through as it is."""
+    if isinstance(profile, SweepRequest):
+        if options:
+            raise TypeError(f"a SweepRequest takes no options beside it: {', '.join(options)}")
+        return profile
+    return SweepRequest.parse(profile, **options)
+
+
+def prepare_sweep(profile: str | Path | Profile | SweepRequest | None = None, *,
+                  nvml: Nvml | None = None, **options: Any) -> PreparedSweep:
     """Everything before the first trial; ``run_prepared`` then runs it. Split in two so a
     caller (the CLI) can keep what was measured when the run is interrupted.
 
     ``executor="ray"`` runs the trials as Ray tasks, several at once (``ray_address``:
     "auto" or HOST:PORT of a running cluster; None starts one on this machine)."""
-    return prepare(_options(profile, gpu_mem=gpu_mem, headroom=headroom, start=start,
-                            max_envs=max_envs, refine=refine, objective=objective, out=out,
-                            resume=resume, timeout_s=timeout_s, cache=cache, standby=standby,
-                            confirm=confirm, confirm_steps=confirm_steps, devices=devices,
-                            search=search, parallel=parallel, executor=executor,
-                            ray_address=ray_address, gpu_type=gpu_type), nvml=nvml)
+    return prepare(sweep_request(profile, **options), nvml=nvml)
 
 
-def _options(profile: str | Path | Profile | None, *, gpu_mem: Size, headroom: Percent,
-             out: str | Path | None, resume: str | Path | None,
-             objective: str | Objective | None, devices: int | None,
-             search: str | SearchMethod | None, **rest: Any) -> SweepOptions:
-    return SweepOptions(profile=profile, budget_bytes=as_cap(gpu_mem),
-                        headroom_fraction=as_fraction(headroom), objective=as_objective(objective),
-                        out=as_path(out, "--out"), resume=as_path(resume, "--resume"),
-                        devices=as_devices(devices), search=as_search(search), **rest)
-
-
-def prepare_sweeps(profile: str | Path | Profile | None = None, *,
-                   gpu_types: str | Sequence[str] | None, gpu_mem: Size = None,
-                   headroom: Percent = None, start: int | None = None,
-                   max_envs: int | None = None, refine: int | None = None,
-                   objective: str | Objective | None = None, out: str | Path | None = None,
-                   resume: str | Path | None = None, timeout_s: float | None = None,
-                   cache: bool | None = None, confirm: bool | None = None,
-                   confirm_steps: int | None = None, devices: int | None = None,
-                   search: str | SearchMethod | None = None,
-                   ray_address: str | None = None) -> tuple[Path, list[PreparedSweep]]:
-    """One Ray sweep per accelerator type of a mixed cluster ("A100,H100"), each in its own
-    run directory under one parent; ``run_prepared_sweeps`` runs them at once."""
-    if isinstance(gpu_types, str):
-        gpu_types = [t.strip() for t in gpu_types.split(",") if t.strip()]
-    return prepare_by_type(_options(profile, gpu_mem=gpu_mem, headroom=headroom, start=start,
-                                    max_envs=max_envs, refine=refine, objective=objective,
-                                    out=out, resume=resume, timeout_s=timeout_s, cache=cache,
-                                    confirm=confirm, confirm_steps=confirm_steps,
-                                    devices=devices, search=search, executor="ray",
-                                    ray_address=ray_address),
-                           gpu_types or None)
+def prepare_sweeps(profile: str | Path | Profile | SweepRequest | None = None,
+                   **options: Any) -> tuple[Path, list[PreparedSweep]]:
+    """One Ray sweep per accelerator type of a mixed cluster (``gpu_types="A100,H100"``),
+    each in its own run directory under one parent; ``run_prepared_sweeps`` runs them at
+    once."""
+    return prepare_by_type(sweep_request(profile, **options))
 
 
 def run_prepared_sweeps(sweeps: Sequence[PreparedSweep],
@@ -224,51 +129,24 @@ def run_prepared(prepared: PreparedSweep, on_event: EventCallback | None = None,
                  on_trial: Callable[[Step, TrialResult], None] | None = None) -> SweepOutcome:
     """Run the search to its end; every trial is appended to the run's file as it ends."""
     try:
-        _run_sweep(prepared.config, prepared.executor, prepared.run_dir, prepared.state,
-                   on_event, on_trial)
+        run_sweep(prepared.config, prepared.executor, prepared.run_dir, prepared.state,
+                  on_event, on_trial)
     finally:
         prepared.release()
     return outcome(prepared)
 
 
-def sweep(profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
-          headroom: Percent = None, start: int | None = None, max_envs: int | None = None,
-          refine: int | None = None, objective: str | Objective | None = None,
-          out: str | Path | None = None, resume: str | Path | None = None,
-          timeout_s: float | None = None, cache: bool | None = None, standby: bool = True,
-          confirm: bool | None = None, confirm_steps: int | None = None,
-          devices: int | None = None, search: str | SearchMethod | None = None,
-          parallel: int = 1, executor: str | None = None, ray_address: str | None = None,
-          gpu_type: str | None = None,
-          on_event: EventCallback | None = None) -> SweepOutcome:
+def sweep(profile: str | Path | Profile | SweepRequest | None = None, *,
+          on_event: EventCallback | None = None, **options: Any) -> SweepOutcome:
     """The boundary under the budget (``search``: predictive, the default, aims with a memory
     model fitted to the trials so far; bisect doubles then bisects), then the measured pick.
-    ``parallel`` trials run at once where their caps fit the device together.
+    ``parallel`` trials run at once where their caps fit the device together. The options
+    are ``sweep_request``'s.
 
     >>> outcome = vramtune.sweep("quick", gpu_mem="1.5GB")        # doctest: +SKIP
     >>> outcome.recommendation.chosen.num_envs                      # doctest: +SKIP
     """
-    prepared = prepare_sweep(profile, gpu_mem=gpu_mem, headroom=headroom, start=start,
-                             max_envs=max_envs, refine=refine, objective=objective, out=out,
-                             resume=resume, timeout_s=timeout_s, cache=cache, standby=standby,
-                             confirm=confirm, confirm_steps=confirm_steps, devices=devices,
-                             search=search, parallel=parallel, executor=executor,
-                             ray_address=ray_address, gpu_type=gpu_type)
-    return run_prepared(prepared, on_event)
-
-
-def as_devices(value: int | None) -> int | None:
-    """--devices: a positive integer, or None for the default (1, or a resumed run's)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"--devices must be a positive integer, got {value!r}")
-    return value
-
-
-def device_facts(nvml: Nvml) -> DeviceFacts:
-    """The per-process CUDA overhead and the runtime's device total, where there is a GPU."""
-    return measure_device(nvml) if nvml.available else DeviceFacts(None, None)
+    return run_prepared(prepare_sweep(profile, **options), on_event)
 
 
 def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None = None, *,
@@ -278,10 +156,8 @@ def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None 
     budget_bytes = as_cap(gpu_mem)
     check_timeout(timeout_s)
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    n = prof.num_envs if num_envs is None else num_envs
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_NUM_ENVS:
-        raise UserError(f"--num-envs must be an integer from 1 to {MAX_NUM_ENVS}, got "
-                        f"{num_envs}")
+    n = check_num_envs(prof.num_envs if num_envs is None else num_envs)
+    assert n is not None
     return TrialRequest(prof, n, budget_bytes=budget_bytes, timeout_s=timeout_s,
                         compile_cache_dir=compile_cache_dir(cache), cache_under_cpu_cap=cache is True,
                         device_count=as_devices(devices) or 1)
@@ -291,10 +167,15 @@ def run_request(request: TrialRequest, *, on_event: EventCallback | None = None,
                 nvml: Nvml | None = None) -> TrialResult:
     """Run a validated request in its own subprocess, with the measured CUDA overhead and
     the runtime's device total."""
+    return _run_alone(request, on_event, nvml)
+
+
+def _run_alone(request: TrialRequest, on_event: EventCallback | None,
+               nvml: Nvml | None) -> TrialResult:
+    """One trial outside a sweep, under the cap planned from this machine's device facts."""
     nvml = nvml if nvml is not None else Nvml()
-    facts = device_facts(nvml)
-    return run_trial(request, on_event, nvml=nvml, overhead_bytes=facts.overhead_bytes,
-                     runtime_total_bytes=facts.runtime_total_bytes)
+    cap, _ = device_cap(request.enforced_bytes, nvml, request.device_count)
+    return run_trial(request, on_event, cap=cap, nvml=nvml)
 
 
 def trial(profile: str | Path | Profile = "quick", num_envs: int | None = None, *,
@@ -320,7 +201,6 @@ _HYDRA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 # ppo.train kwargs a profile keeps at its top level; emitted files write them under ppo:
 TOP_LEVEL_PPO_KEYS = ("episode_length", "action_repeat")
-_EMITTED = re.compile(r"^# vramtune emit-config \([a-z]+\): profile (\S+) \(([0-9a-f]{16})\)")
 
 
 def verification_profile(config_path: str | Path, profile: str | Path | Profile | None
@@ -341,17 +221,8 @@ def verification_profile(config_path: str | Path, profile: str | Path | Profile 
     overlay: dict[str, Any] = {}
     network: dict[str, Any] = {}
     if profile is None:
-        head = yamlio.read_text(path, what="config").splitlines()[:3]  # hydra: '# @package'
-        match = next((m for m in map(_EMITTED.match, head) if m), None)
-        if match is None:
-            raise UserError(f"{path}: not a file vramtune emitted; name the workload it trains "
-                            f"with --profile (a built-in name or a profile YAML)")
-        name, digest = match.groups()
-        profile = load_profile(name)
-        if profile.hash != digest:
-            raise UserError(f"{path} was emitted for profile {name} ({digest}), and the "
-                            f"built-in {name} is now {profile.hash}; pass --profile FILE")
-        origin = f"profile {name} named in the file"
+        profile = emitted_profile(path)
+        origin = f"profile {profile.name} named in the file"
         overlay, network = _emitted_blocks(path, batch)
     else:  # a user's file: its keys may be spelt NUM_ENVS or numEnvs, as `check` reads them
         overlay = {normalise_key(k): v for k, v in settings_block(path, batch).items()}
@@ -404,8 +275,7 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
     if budget_bytes is None:
         raise UserError("verify needs --gpu-mem: the budget to verify the config against")
     fraction = as_fraction(headroom) or 0.0
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 1_000_000:
-        raise UserError(f"--steps must be an integer from 1 to 1000000, got {steps!r}")
+    check_int(steps, "--steps", 1, MAX_TRAINING_STEPS)
     check_timeout(timeout_s)
     prof, _ = verification_profile(config_path, profile)
     limit = headroom_limit_bytes(budget_bytes, fraction)
@@ -420,10 +290,7 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
                         f"num_minibatches={prof.num_minibatches} break Brax's batch rule on "
                         f"{request.device_count} device(s); `vramtune check {config_path} "
                         f"--device-count {request.device_count}` shows the nearest valid settings")
-    nvml = nvml if nvml is not None else Nvml()
-    facts = device_facts(nvml)
-    return run_trial(request, on_event, nvml=nvml, overhead_bytes=facts.overhead_bytes,
-                     runtime_total_bytes=facts.runtime_total_bytes)
+    return _run_alone(request, on_event, nvml)
 
 
 def load_runs(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:

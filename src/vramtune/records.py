@@ -30,6 +30,14 @@ class Status(StrEnum):
 
 FAILED_BY_MEMORY = frozenset({Status.OOM})
 
+
+class Objective(StrEnum):
+    """What the pick among the sizes that fit maximises."""
+
+    THROUGHPUT = "throughput"
+    KNEE = "knee"  # the smallest size within 5% of the fastest
+    MAX_ENVS = "max-envs"
+
 GPU_BACKENDS = frozenset({"gpu", "cuda", "rocm"})
 VRAM = "VRAM"
 HOST_RAM = "host RAM"
@@ -52,7 +60,7 @@ class Purpose(StrEnum):
     SEARCH = "search"
     REPEAT = "repeat"
     CONFIRM = "confirm"
-    ALONE = "alone"  # a fitting size run with nothing beside it, for its steps/s (issue 13)
+    ALONE = "alone"  # a fitting size run with nothing beside it, for its steps/s
 
 
 @dataclass(frozen=True)

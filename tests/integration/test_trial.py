@@ -16,7 +16,7 @@ import yaml
 from tests.conftest import run_cli
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.trial import TrialRequest, run_trial
-from vramtune.measure.wire import Event, Launched, Phase
+from vramtune.measure.wire import Event, Launched, TrialPhase
 from vramtune.records import Status
 from vramtune.workload.profile import builtin_profiles, load_profile
 
@@ -98,7 +98,7 @@ def test_timeout_kills_the_trial_and_leaves_nothing():
 
 def test_child_killed_by_signal_is_a_crash():
     def on_event(event: Event) -> None:
-        if isinstance(event, Phase) and event.phase == "compiling":
+        if isinstance(event, TrialPhase) and event.phase == "compiling":
             os.kill(state["pid"], signal.SIGKILL)
         if isinstance(event, Launched):
             state["pid"] = event.pid

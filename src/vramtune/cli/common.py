@@ -67,10 +67,10 @@ def stopped_with_one_line(what: str) -> Iterator[None]:
 
 def phase_printer(json_out: bool) -> Callable[[Any], None]:
     """The live 'phase…' lines a one-run command prints on stderr (none with --json)."""
-    from vramtune.measure.wire import Phase
+    from vramtune.measure.wire import TrialPhase
 
     def show(event: Any) -> None:
-        if not json_out and isinstance(event, Phase):
+        if not json_out and isinstance(event, TrialPhase):
             err_console.print(f"[dim]  {escape(event.phase)}…[/dim]")
     return show
 

@@ -27,15 +27,16 @@ from vramtune.cli.common import (
 )
 from vramtune.cli.tables import rich_table, sweep_rich
 from vramtune.errors import UserError
-from vramtune.measure.wire import Event, Phase, Sample, SweepNote, TrialStarted
-from vramtune.records import Purpose, Status, TrialResult, any_gpu
+from vramtune.measure.wire import Event, Sample, SweepNote, TrialPhase, TrialStarted
+from vramtune.records import Objective, Purpose, Status, TrialResult, any_gpu
 from vramtune.results.store import RESULTS_FILE
 from vramtune.tune.planner import SearchMethod
-from vramtune.tune.recommend import Objective, Recommendation
-from vramtune.tune.sweep import PreparedSweep, summary
+from vramtune.tune.recommend import Recommendation
+from vramtune.tune.sweep import PreparedSweep
 from vramtune.units import budget_label, format_bytes
 from vramtune.views.configs import cards_table
 from vramtune.views.runs import chosen_summary
+from vramtune.views.sweep_json import summary
 from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table
 
 
@@ -97,7 +98,7 @@ class _Progress:
                 self.live.console.print(f"  {event.text}", markup=False, highlight=False)
             else:
                 print(f"  {event.text}", flush=True)
-        elif isinstance(event, Phase):
+        elif isinstance(event, TrialPhase):
             self.phase = event.phase
         elif isinstance(event, Sample):
             self.rss, self.gpu = event.host_rss_bytes, event.gpu_process_bytes
@@ -156,13 +157,6 @@ def _program() -> str:
     """How the user ran us ('.venv/bin/vramtune' from the README), so 'next:' can be pasted."""
     invoked = sys.argv[0] if sys.argv else ""
     return escape(invoked) if os.path.basename(invoked) == "vramtune" else "vramtune"
-
-
-def _nonempty(text: str, what: str) -> str:
-    if not text.strip():
-        raise UserError(f"{what} is empty: name a built-in profile or a YAML file, or leave "
-                        f"the option out")
-    return text
 
 
 def _summary(prepared: PreparedSweep, interrupted: bool,
@@ -272,28 +266,21 @@ def sweep(
     gpu_types: Annotated[str | None, typer.Option(
         "--gpu-types", help="Mixed cluster: one sweep per Ray accelerator type at once, e.g. "
                             "A100,H100; each its own run directory under --out.")] = None,
+    speed_margin: Annotated[str | None, typer.Option(
+        "--speed-margin", help="Steps/s closer than this count as the same speed "
+                               "(default 2%).")] = None,
 ) -> None:
     """Find the num_envs boundary under a memory budget from real trials, recommend."""
-    if profile is not None:
-        _nonempty(profile, "--profile")
-    kind = str(executor) if executor is not None else None
-    if gpu_types is not None or (resume is not None and _is_parent(Path(resume))):
-        if kind not in (None, "ray"):
-            raise UserError("--gpu-types needs --executor ray")
-        if parallel != 1:
-            raise UserError("--parallel is for the local executor: on Ray as many trials run "
-                            "at once as the cluster has GPUs (or CPUs)")
-        _sweep_types(profile, gpu_mem=gpu_mem, headroom=headroom, start=start,
-                     max_envs=max_envs, refine=refine, objective=objective, out=out,
-                     resume=resume, timeout_s=timeout, cache=cache, confirm=confirm,
-                     confirm_steps=confirm_steps, devices=devices, search=search,
-                     ray_address=ray_address, gpu_types=gpu_types, json_out=json_out)
-    prepared = api.prepare_sweep(
-        profile, gpu_mem=gpu_mem,
-        headroom=headroom, start=start, max_envs=max_envs, refine=refine, objective=objective,
-        out=out, resume=resume, timeout_s=timeout, cache=cache, standby=standby,
-        confirm=confirm, confirm_steps=confirm_steps, devices=devices, search=search,
-        parallel=parallel, executor=kind, ray_address=ray_address)
+    request = api.sweep_request(
+        profile, gpu_mem=gpu_mem, headroom=headroom, start=start, max_envs=max_envs,
+        refine=refine, objective=objective, out=out, resume=resume, timeout_s=timeout,
+        cache=cache, standby=standby, confirm=confirm, confirm_steps=confirm_steps,
+        devices=devices, search=search, parallel=parallel, executor=executor,
+        ray_address=ray_address, gpu_types=gpu_types, speed_margin=speed_margin)
+    if request.gpu_types is not None or (request.resume is not None
+                                         and _is_parent(request.resume)):
+        _sweep_types(request, json_out=json_out)
+    prepared = api.prepare_sweep(request)
     if prepared.notice and not json_out:
         err_console.print(f"[dim]note: {escape(prepared.notice)}[/dim]")
     for warning in prepared.warnings:
@@ -330,10 +317,9 @@ def _is_parent(path: Path) -> bool:
         return False  # prepare says what is wrong with it
 
 
-def _sweep_types(profile: str | None, *, gpu_types: str | None, json_out: bool,
-                 **options: Any) -> None:
+def _sweep_types(request: api.SweepRequest, *, json_out: bool) -> None:
     """One sweep per accelerator type of a mixed Ray cluster, all at once."""
-    parent, sweeps = api.prepare_sweeps(profile, gpu_types=gpu_types, **options)
+    parent, sweeps = api.prepare_sweeps(request)
     if not json_out:
         for p in sweeps:
             if p.notice:

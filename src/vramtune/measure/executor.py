@@ -9,6 +9,7 @@ import dataclasses
 import queue
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Protocol
 
 import psutil
@@ -16,9 +17,10 @@ import psutil
 from vramtune.measure.cap import Cap, plan_cap
 from vramtune.measure.footprint import FootprintProbe
 from vramtune.measure.nvml import Nvml
+from vramtune.measure.overhead import device_cap
 from vramtune.measure.process import EventCallback, Standby
 from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
-from vramtune.measure.wire import Event, Phase
+from vramtune.measure.wire import Event, TrialPhase
 from vramtune.records import Status, TrialResult
 
 SHARED_NOTE = ("ran beside other trials (or the compile-only probe) on the same device: its "
@@ -28,11 +30,18 @@ SHARED_NOTE = ("ran beside other trials (or the compile-only probe) on the same 
 class Executor(Protocol):
     """Runs trials under one cap, decided once for the whole sweep; must be closed.
 
-    Local subprocesses now, a cluster behind the same three members later.
+    ``LocalExecutor`` (subprocesses on this machine) and ``ray_executor.RayExecutor`` (Ray
+    tasks on a cluster) implement it.
     """
 
     cap: Cap
     parallel: int  # trials it can run at once; the planner proposes batches of this size
+    warnings: list[str]  # what the user should know about how the trials will run
+    notice: str | None  # why GPU figures are missing where the trials run (NVML's word)
+
+    def attach(self, run_dir: Path) -> None:
+        """The run directory is known: keep whatever the executor logs there."""
+        ...
 
     def run(self, request: TrialRequest, on_event: EventCallback | None = None) -> TrialResult:
         ...
@@ -92,6 +101,20 @@ class LocalExecutor:
         self._beside: list[FootprintProbe] = []  # compile-only probes, paused while a trial measures
         self.requested_parallel = max(1, int(parallel))
         self.parallel, self.parallel_note = self._slots(self.requested_parallel)
+        self.warnings = [self.parallel_note] if self.parallel_note else []
+        self.notice = nvml.notice if nvml is not None else None
+
+    @classmethod
+    def planned(cls, limit_bytes: int | None, nvml: Nvml, *, devices: int = 1,
+                standby: bool = True, parallel: int = 1) -> LocalExecutor:
+        """A sweep's executor: the cap planned once, from this machine's device facts."""
+        cap, facts = device_cap(limit_bytes, nvml, devices)
+        return cls(cap, nvml, overhead_bytes=facts.overhead_bytes,
+                   runtime_total_bytes=facts.runtime_total_bytes, standby=standby,
+                   parallel=parallel)
+
+    def attach(self, run_dir: Path) -> None:
+        """Local trials log nothing beside the results file."""
 
     def device_bytes(self) -> int | None:
         """What the caps of trials running together may sum to: the card's total on GPU,
@@ -139,7 +162,7 @@ class LocalExecutor:
         phase: dict[str, str] = {}
 
         def events(event: Event) -> None:  # reader thread: record, never spawn here
-            if isinstance(event, Phase):
+            if isinstance(event, TrialPhase):
                 phase["now"] = event.phase
             if on_event:
                 on_event(event)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from vramtune import machine
 from vramtune.machine import FRACTION_VARS, default_cache_dir
+from vramtune.measure.cap import Cap, plan_cap
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.probe import ProbeReport, run_probe
 from vramtune.results.files import write_atomic
@@ -70,3 +71,14 @@ def measure_device(nvml: Nvml, timeout_s: float = 120.0, *, cached: bool = True)
 def measure_overhead_bytes(nvml: Nvml, timeout_s: float = 120.0) -> int | None:
     """NVML per-process memory of a trivial JAX process (preallocation off), or None."""
     return measure_device(nvml, timeout_s).overhead_bytes
+
+
+def device_cap(limit_bytes: int | None, nvml: Nvml | None, devices: int = 1
+               ) -> tuple[Cap, DeviceFacts]:
+    """The cap a trial runs under on this machine, and the device facts it was planned from:
+    the one place a cap is planned from a limit (the sweep's executor, a lone trial, verify,
+    a Ray node each call this)."""
+    facts = measure_device(nvml) if nvml is not None and nvml.available else DeviceFacts(None, None)
+    cap = plan_cap(limit_bytes, nvml, facts.overhead_bytes, devices=devices,
+                   runtime_total_bytes=facts.runtime_total_bytes)
+    return cap, facts

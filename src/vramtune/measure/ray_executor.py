@@ -38,10 +38,10 @@ from typing import Any
 from vramtune import machine
 from vramtune.errors import UserError
 from vramtune.machine import default_cache_dir
-from vramtune.measure.cap import Cap, plan_cap
+from vramtune.measure.cap import Cap
 from vramtune.measure.executor import SHARED_NOTE
 from vramtune.measure.nvml import GpuInfo, Nvml
-from vramtune.measure.overhead import DeviceFacts, measure_device
+from vramtune.measure.overhead import DeviceFacts, device_cap
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
 from vramtune.measure.wire import Launched, Sample
@@ -270,9 +270,7 @@ def _node_cap(limit_bytes: int | None, devices: int) -> tuple[Cap, Nvml, DeviceF
     """The cap planned here, on the node, for the GPU(s) Ray gave this task: their total and
     their CUDA overhead (measured once per card model and driver, then cached on the node)."""
     nvml = Nvml()
-    facts = measure_device(nvml) if nvml.available else DeviceFacts(None, None)
-    cap = plan_cap(limit_bytes, nvml, facts.overhead_bytes, devices=devices,
-                   runtime_total_bytes=facts.runtime_total_bytes)
+    cap, facts = device_cap(limit_bytes, nvml, devices)
     return cap, nvml, facts
 
 
@@ -480,6 +478,15 @@ class RayExecutor:
         what = (f"{self.devices} GPU(s)" if getattr(self, "on_gpu", False)
                 else f"{self.cpus_per_trial} CPU")
         return what + (f" of type {self.gpu_type}" if self.gpu_type else "")
+
+    @property
+    def notice(self) -> str | None:
+        """Why GPU figures are missing on the node the trials run on (its NVML's word)."""
+        return self.node.nvml_notice
+
+    def attach(self, run_dir: Path) -> None:
+        """Ray's own messages about the run go to RAY_LOG in its directory."""
+        self.set_log(run_dir / RAY_LOG)
 
     def set_log(self, path: Path) -> None:
         """Where Ray's messages about this run go (its run directory's ray.log)."""

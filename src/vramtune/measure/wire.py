@@ -98,7 +98,7 @@ class Launched:
 
 
 @dataclass(frozen=True)
-class Phase:
+class TrialPhase:
     """The child moved on: importing, building, compiling, warming up, measuring, ready."""
 
     phase: str
@@ -136,7 +136,7 @@ class SweepNote:
     text: str
 
 
-Event = TrialStarted | Launched | Phase | WorkloadInfo | Sample | CapProof | SweepNote
+Event = TrialStarted | Launched | TrialPhase | WorkloadInfo | Sample | CapProof | SweepNote
 
 
 def encode_event(**fields: Any) -> str:
@@ -159,7 +159,7 @@ def decode_event(line: str) -> tuple[dict[str, Any], Event] | None:
     if "proof" in data and isinstance(data["proof"], dict):
         return data, CapProof(data["proof"])
     if isinstance(data.get("phase"), str):
-        return data, Phase(data["phase"], _number(data.get("compile_s")),
+        return data, TrialPhase(data["phase"], _number(data.get("compile_s")),
                            _number(data.get("first_epoch_s")))
     return None
 

@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from vramtune.errors import UserError
-from vramtune.records import Purpose, Status, TrialResult, utc_now
+from vramtune.records import Objective, Purpose, Status, TrialResult, utc_now
 from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, describe, is_int, kind
-from vramtune.tune.recommend import Objective
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.jsonl"
@@ -276,7 +275,7 @@ def trial_from_dict(data: Any, where: str) -> TrialResult:
         f.text(key, None, none=True, max_len=1000)
     f.text("error_message", None, none=True, max_len=100_000)
     f.flag("memory_steady", None, none=True)
-    f.flag("shared_run", False)  # from issue 13: a boolean, or the frame cannot hold it
+    f.flag("shared_run", False)  # a boolean, or the frame cannot hold it
     if data.get("versions") is not None:
         f.text_map("versions")
     if data.get("notes") is not None:

@@ -38,7 +38,7 @@ class SearchMethod(StrEnum):
     BISECT = "bisect"  # doubling, then bisection: nothing measured is used to aim
 
 
-class Phase(StrEnum):
+class StepKind(StrEnum):
     DOUBLING = "doubling"
     REFINING = "refining"
     PREDICTING = "predicting"  # a size the memory model aimed at, or the proof of its edge
@@ -79,7 +79,7 @@ class SearchSpace:
 
 @dataclass(frozen=True)
 class Step:
-    phase: Phase
+    phase: StepKind
     num_envs: int | None  # None when done
     reason: str
     # (mean, upper) peak in bytes the memory model expected: a prediction, shown only as
@@ -120,20 +120,20 @@ def doubling_sizes(space: SearchSpace) -> list[int]:
 def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
     by_size = {r.num_envs: r for r in results}
     if space.start > space.max_envs:
-        return Step(Phase.DONE, None, f"start {space.start} is above the maximum {space.max_envs}")
+        return Step(StepKind.DONE, None, f"start {space.start} is above the maximum {space.max_envs}")
     ladder = doubling_sizes(space)
     if not ladder:
-        return Step(Phase.DONE, None, f"no num_envs between {space.start} and {space.max_envs} "
+        return Step(StepKind.DONE, None, f"no num_envs between {space.start} and {space.max_envs} "
                                       f"satisfies Brax's batch rules for this profile")
-    # Phase 1: walk the doubling ladder until a failure.
+    # StepKind 1: walk the doubling ladder until a failure.
     first_fail: int | None = None
     last_fit: int | None = None
     for size in ladder:
         result = by_size.get(size)
         if result is None:
-            return Step(Phase.DOUBLING, size, f"doubling: {size} envs")
+            return Step(StepKind.DOUBLING, size, f"doubling: {size} envs")
         if result.status in (Status.ERROR, Status.INVALID):
-            return Step(Phase.DONE, None, f"stopped: num_envs={size} ended in {result.status} "
+            return Step(StepKind.DONE, None, f"stopped: num_envs={size} ended in {result.status} "
                                           f"({_last_line(result.error_message)}); that is not a "
                                           f"memory limit, fix the workload first")
         if failed(result, space.limit_bytes):
@@ -141,12 +141,12 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
             break
         last_fit = size
     if first_fail is None:
-        return Step(Phase.DONE, None, f"no failure up to the maximum {ladder[-1]} envs: the "
+        return Step(StepKind.DONE, None, f"no failure up to the maximum {ladder[-1]} envs: the "
                                       f"memory limit lies above it (raise --max-envs to look)")
     if last_fit is None:
         why = _failure_words(by_size[first_fail], space.limit_bytes)
-        return Step(Phase.DONE, None, does_not_fit_words(results, first_fail, why))
-    # Phase 2: bisect between the last fit and the first failure, refine trials at most.
+        return Step(StepKind.DONE, None, does_not_fit_words(results, first_fail, why))
+    # StepKind 2: bisect between the last fit and the first failure, refine trials at most.
     refined = [r for r in results if last_fit < r.num_envs < first_fail]
     # hi first: a size that fitted its search trial and then failed its proof run is a
     # failure, and the largest fit is taken below it
@@ -160,13 +160,13 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
     spent = [r for r in refined if r.purpose is Purpose.SEARCH
              and (proof_fail is None or r.num_envs < proof_fail)]
     if space.refine is not None and len(spent) >= space.refine:
-        return Step(Phase.DONE, None, f"boundary between {lo} (fits) and {hi} (fails) after "
+        return Step(StepKind.DONE, None, f"boundary between {lo} (fits) and {hi} (fails) after "
                                       f"{len(refined)} refinement trial(s)")
     size = _refinement_size(lo, hi, space, by_size)
     if size is None:
-        return Step(Phase.DONE, None, f"boundary found: {lo} fits, {hi} fails, and no valid size "
+        return Step(StepKind.DONE, None, f"boundary found: {lo} fits, {hi} fails, and no valid size "
                                       f"lies between")
-    return Step(Phase.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
+    return Step(StepKind.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
 
 
 _LISTED = 1 << 16  # candidates listed one by one; a wider valid set is searched roundest-first
@@ -262,8 +262,8 @@ def _failure_words(result: TrialResult, limit_bytes: int | None) -> str:
 # ------------------------------------------------------------------------- predictive search
 
 ROUND_GRID_BITS = 4  # 1024, 1152, 1280, ...: the resolution bisection reaches with --refine 3
-_PHASES = {"bootstrap": Phase.DOUBLING, "double": Phase.DOUBLING, "bisect": Phase.REFINING,
-           "predict": Phase.PREDICTING, "edge": Phase.PREDICTING}
+_PHASES = {"bootstrap": StepKind.DOUBLING, "double": StepKind.DOUBLING, "bisect": StepKind.REFINING,
+           "predict": StepKind.PREDICTING, "edge": StepKind.PREDICTING}
 
 
 def candidates(space: SearchSpace) -> list[int]:
@@ -336,7 +336,7 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -
         return [plan(results, space)]
     grid = candidates(space)
     if not grid:
-        return [Step(Phase.DONE, None, f"no num_envs between {space.start} and {space.max_envs} "
+        return [Step(StepKind.DONE, None, f"no num_envs between {space.start} and {space.max_envs} "
                                        f"satisfies Brax's batch rules for this profile")]
     limit = (float(model_limit_bytes(results, space.limit_bytes))
              if space.limit_bytes is not None else math.inf)
@@ -345,7 +345,7 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -
     trials = [as_trial(r, space.limit_bytes) for r in results]
     stopper = next((r for r in results if r.status in (Status.ERROR, Status.INVALID)), None)
     if stopper is not None:  # the message says why, as plan() does
-        return [Step(Phase.DONE, None, f"stopped: num_envs={stopper.num_envs} ended in "
+        return [Step(StepKind.DONE, None, f"stopped: num_envs={stopper.num_envs} ended in "
                                        f"{stopper.status} ({_last_line(stopper.error_message)}); "
                                        f"that is not a memory limit, fix the workload first")]
     proposal = search.propose(trials, sp, k)
@@ -353,9 +353,9 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -
         if proposal.fits is None and proposal.fails is not None:  # nothing fitted
             last = next((r for r in reversed(results) if r.num_envs == proposal.fails), None)
             why = "failed" if last is None else _failure_words(last, space.limit_bytes)
-            return [Step(Phase.DONE, None, does_not_fit_words(results, proposal.fails, why))]
-        return [Step(Phase.DONE, None, _done_words(proposal.reason))]
-    phase = _PHASES.get(proposal.phase, Phase.REFINING)
+            return [Step(StepKind.DONE, None, does_not_fit_words(results, proposal.fails, why))]
+        return [Step(StepKind.DONE, None, _done_words(proposal.reason))]
+    phase = _PHASES.get(proposal.phase, StepKind.REFINING)
     return [Step(phase, n, _step_words(proposal, n), proposal.predicted.get(n))
             for n in proposal.sizes]
 

@@ -8,19 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 
-from vramtune.records import Purpose, Status, TrialResult
+from vramtune.records import Objective, Purpose, Status, TrialResult
 from vramtune.units import format_bytes, headroom_limit_bytes
 
 RANKED = frozenset({Purpose.SEARCH, Purpose.ALONE})  # trials whose steps/s may be compared
 KNEE_TOLERANCE = 0.05  # 'knee': smallest num_envs within 5% of the best steps/s
-
-
-class Objective(StrEnum):
-    THROUGHPUT = "throughput"
-    KNEE = "knee"
-    MAX_ENVS = "max-envs"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from vramtune.records import Status, TrialResult
-from vramtune.tune.planner import Phase, SearchSpace, Step, candidates, model_figure_bytes, plan_round
+from vramtune.tune.planner import SearchSpace, Step, StepKind, candidates, model_figure_bytes, plan_round
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def replay(curve: Callable[[float], float], space: SearchSpace, k: int = 1,
     rounds: list[tuple[int, ...]] = []
     for _ in range(max_rounds):
         steps = plan_round(results, space, k)
-        if steps[0].phase is Phase.DONE:
+        if steps[0].phase is StepKind.DONE:
             return Replay(k, tuple(rounds), tuple(results), steps[0])
         sizes = tuple(s.num_envs for s in steps if s.num_envs is not None)
         rounds.append(sizes)

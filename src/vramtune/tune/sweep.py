@@ -18,15 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from vramtune import machine
 from vramtune.errors import UserError
-from vramtune.machine import compile_cache_dir
-from vramtune.measure.cap import plan_cap
 from vramtune.measure.executor import Executor, LocalExecutor
 from vramtune.measure.nvml import Nvml
-from vramtune.measure.overhead import DeviceFacts, measure_device
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest
 from vramtune.measure.wire import Event, SweepNote, TrialStarted
-from vramtune.records import Purpose, Status, TrialResult
+from vramtune.records import Objective, Purpose, Status, TrialResult
 from vramtune.results.store import (
     RESULTS_FILE,
     Run,
@@ -41,77 +38,38 @@ from vramtune.results.store import (
     run_directory,
     trial_key,
 )
-from vramtune.schema import MAX_NUM_ENVS
 from vramtune.tune.planner import (
-    Phase,
-    SearchMethod,
     SearchSpace,
     Step,
+    StepKind,
     doubling_sizes,
-    keeps_base_unrolls,
     plan_round,
 )
 from vramtune.tune.prior import PriorSource
 from vramtune.tune.recommend import (
     KNEE_TOLERANCE,
     RANKED,
-    Objective,
     choose,
     fits,
     past_boundary,
     ties,
 )
-from vramtune.units import format_bytes, headroom_limit_bytes
-from vramtune.workload.profile import (
-    MAX_TIMEOUT_S,
-    Profile,
-    load_profile,
-    profile_from_dict,
-    safe_name,
+from vramtune.tune.request import (
+    CACHE_MODES,
+    DEFAULT_REFINE,
+    SweepConfig,
+    SweepPlan,
+    SweepRequest,
+    as_profile,
+    reconcile,
+    resolve,
 )
+from vramtune.workload.profile import safe_name
+
+__all__ = ["CACHE_MODES", "SweepConfig", "SweepRequest"]  # read from here by callers and tests
 
 if TYPE_CHECKING:
     from vramtune.measure.ray_executor import NodeReport
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    profile: Profile
-    budget_bytes: int | None
-    headroom_fraction: float
-    start: int
-    max_envs: int
-    refine: int | None  # None: the predictive search runs until the edge is bracketed
-    timeout_s: float | None = None
-    compile_cache_dir: str | None = None
-    cache_under_cpu_cap: bool = False  # --cache given: use the cache on CPU under a cap too
-    device_count: int = 1
-    objective: Objective = Objective.THROUGHPUT
-    confirm: bool = True  # train the chosen config much longer before recommending it
-    confirm_steps: int | None = None  # None: CONFIRM_FACTOR x the trial's, at least MIN
-    search: SearchMethod = SearchMethod.PREDICTIVE
-
-    @property
-    def limit_bytes(self) -> int | None:
-        return headroom_limit_bytes(self.budget_bytes, self.headroom_fraction)
-
-    def space(self) -> SearchSpace:
-        prof, devices = self.profile, self.device_count
-        refine = self.refine
-        if refine is None and self.search is SearchMethod.BISECT:
-            refine = DEFAULT_REFINE
-
-        def shape_of(n: int) -> tuple[int, int, int] | None:
-            shape = prof.shape_for(n, devices)
-            return None if shape is None else (shape.batch_size, shape.num_minibatches,
-                                               prof.unroll_length)
-
-        return SearchSpace(start=self.start, max_envs=self.max_envs, refine=refine,
-                           limit_bytes=self.limit_bytes,
-                           is_valid=lambda n: prof.sweepable(n, devices), method=self.search,
-                           shape_of=shape_of, candidate=keeps_base_unrolls(prof, devices),
-                           sizes_between=lambda lo, hi: prof.sweepable_sizes(lo, hi, devices))
-
 
 
 @dataclass
@@ -151,42 +109,6 @@ def reusable(previous: Run | None, header: RunHeader, config: SweepConfig) -> li
             and (r.device_count or 1) == config.device_count]
 
 
-CACHE_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}  # header.search
-DEFAULT_REFINE = 3
-MAX_REFINE = 1000
-DEFAULT_HEADROOM_FRACTION = 0.10
-
-
-@dataclass(frozen=True)
-class SweepOptions:
-    """What a user asks of a sweep, already parsed (bytes, fractions). None = the default:
-    the profile's, or on resume the run's own."""
-
-    profile: str | Path | Profile | None = None
-    budget_bytes: int | None = None
-    headroom_fraction: float | None = None
-    start: int | None = None
-    max_envs: int | None = None
-    refine: int | None = None
-    objective: Objective | None = None
-    out: Path | None = None
-    resume: Path | None = None
-    timeout_s: float | None = None
-    cache: bool | None = None  # None: on, but not on CPU under a cap (measure.trial); True: on
-    standby: bool = True
-    confirm: bool | None = None  # None: on, or on resume what the run had
-    confirm_steps: int | None = None
-    devices: int | None = None  # None: 1, or a resumed run's
-    search: SearchMethod | None = None  # default predictive; on resume the run's own
-    parallel: int = 1  # trials at once on this machine (LocalExecutor)
-    executor: str | None = None  # "local" or "ray"; None: local, or on resume the run's own
-    ray_address: str | None = None  # None: a Ray cluster of the sweep's own on this machine
-    gpu_type: str | None = None  # Ray accelerator type (A100, H100, ...) the trials run on
-
-
-EXECUTORS = ("local", "ray")
-
-
 @dataclass
 class PreparedSweep:
     """Everything decided before the first trial: the cap once, the header, the run dir."""
@@ -217,177 +139,65 @@ class PreparedSweep:
                 + (1 if self.config.budget_bytes or self.config.confirm else 0))
 
 
-def _as_profile(profile: str | Path | Profile | None) -> Profile:
-    if isinstance(profile, Profile):
-        return profile
-    return load_profile(profile or "quick")
-
-
-def prepare(options: SweepOptions, *, nvml: Nvml | None = None) -> PreparedSweep:
-    """Reconcile the options with a resumed run, measure what the cap needs, create the run.
-
-    On resume the run's own profile, budget, headroom and search settings win; a flag that
-    contradicts them is an error rather than a silently different sweep.
-    """
-    o = options
-    if o.refine is not None and not 0 <= o.refine <= MAX_REFINE:
-        raise UserError(f"--refine must be from 0 to {MAX_REFINE}, got {o.refine}")
-    if isinstance(o.parallel, bool) or not isinstance(o.parallel, int) or o.parallel < 1:
-        raise UserError(f"--parallel must be a positive integer, got {o.parallel!r}")
-    if o.timeout_s is not None and not 0 < o.timeout_s <= MAX_TIMEOUT_S:  # refuses nan, inf
-        raise UserError(f"--timeout must be a number of seconds above 0 and at most "
-                        f"{MAX_TIMEOUT_S}, got {o.timeout_s:g}")
-    if o.headroom_fraction is not None and not 0 <= o.headroom_fraction < 1:
-        raise UserError(f"--headroom must be at least 0% and below 100%, got "
-                        f"{o.headroom_fraction:.0%}")
+def prepare(request: SweepRequest, *, nvml: Nvml | None = None) -> PreparedSweep:
+    """Reconcile the request with a resumed run, build the executor (the cap planned once),
+    create or lock the run directory."""
     previous: Run | None = None
-    start, max_envs, refine, objective = o.start, o.max_envs, o.refine, o.objective
-    method = o.search
-    budget_bytes, headroom, devices = o.budget_bytes, o.headroom_fraction, o.devices
-    confirm, confirm_n = o.confirm, o.confirm_steps
-    cache = o.cache
-    kind, address, gpu_type = o.executor, o.ray_address, o.gpu_type
-    lock: RunLock | None = None
-    if o.resume is not None:
-        directory = run_directory(o.resume)
+    directory: Path | None = None
+    if request.resume is not None:
+        directory = run_directory(request.resume)
         # A damaged run, or options that contradict it, are refused before a lock file is
         # made in it (a refused resume leaves the directory as it found it).
         previous = load_run(directory)
-        header = previous.header
-        if o.profile is not None and _as_profile(o.profile).hash != header.profile_hash:
-            raise UserError(f"--profile {o.profile} differs from the profile {o.resume} was "
-                            f"measured with ({header.profile_name}); start a new sweep instead")
-        if o.budget_bytes is not None and o.budget_bytes != header.budget_bytes:
-            raise UserError(f"--gpu-mem differs from the budget {o.resume} was measured with "
-                            f"({format_bytes(header.budget_bytes)}); start a new sweep instead")
-        if headroom is not None and abs(headroom - header.headroom_fraction) > 1e-9:
-            # Its trials ran under budget x (1 - its headroom): another headroom is another
-            # cap, and trials measured under the old one prove nothing about the new.
-            raise UserError(f"--headroom differs from the {header.headroom_fraction:.0%} "
-                            f"{o.resume} was measured with; start a new sweep instead "
-                            f"(`vramtune report --headroom` re-chooses without new trials)")
-        prof = profile_from_dict(header.profile, source=str(o.resume))
-        budget_bytes = header.budget_bytes
-        if headroom is None:
-            headroom = header.headroom_fraction
-        searched = header.search
-        start = start or searched.get("start")
-        max_envs = max_envs or searched.get("max_envs")
-        refine = searched.get("refine") if refine is None else refine
-        if objective is None and searched.get("objective"):
-            objective = Objective(searched["objective"])
-        if confirm is None:
-            confirm = bool(searched.get("confirm", True))
-        if confirm_n is None:
-            confirm_n = searched.get("confirm_steps")
-        # The compile cache moves CPU peaks by 130-190 MiB: one run keeps one mode. Runs from
-        # before the mode was recorded used the cache everywhere.
-        ran_with = CACHE_MODES.get(searched.get("cache", "on"), True)
-        if cache is not None and cache != ran_with:
-            raise UserError(f"--{'no-' if cache is False else ''}cache differs from the "
-                            f"compile-cache mode {o.resume} was measured with "
-                            f"({searched.get('cache', 'on')}); start a new sweep instead")
-        cache = ran_with
-        ran_on = int(searched.get("devices") or 1)
-        if devices is not None and devices != ran_on:
-            raise UserError(f"--devices {devices} differs from the {ran_on} device(s) {o.resume} "
-                            f"was measured on; start a new sweep instead")
-        devices = ran_on
-        if method is None:  # runs from before issue 13 searched by bisection
-            method = SearchMethod(searched.get("search", SearchMethod.BISECT))
-        if gpu_type is not None and searched.get("gpu_type") not in (None, gpu_type):
-            raise UserError(f"--gpu-types {gpu_type} differs from the accelerator type {o.resume} "
-                            f"was measured on ({searched['gpu_type']}); start a new sweep instead")
-        if kind is None:  # the executor the run was measured with, unless told otherwise
-            kind = searched.get("executor")
-            if kind == "ray":
-                address = address if address is not None else searched.get("ray_address")
-                gpu_type = gpu_type if gpu_type is not None else searched.get("gpu_type")
-    else:
-        prof = _as_profile(o.profile)
-    headroom = DEFAULT_HEADROOM_FRACTION if headroom is None else headroom
-    method = SearchMethod.PREDICTIVE if method is None else method
-    if refine is None and method is SearchMethod.BISECT:
-        refine = DEFAULT_REFINE
-    objective = Objective.THROUGHPUT if objective is None else objective
-    start = prof.first_size if start is None else start
-    max_envs = prof.max_envs if max_envs is None else max_envs
-    for flag, value in (("--start", start), ("--max-envs", max_envs)):
-        if not 1 <= value <= MAX_NUM_ENVS:
-            raise UserError(f"{flag} must be an integer from 1 to {MAX_NUM_ENVS}, got {value}")
-    if start > max_envs:
-        raise UserError(f"--start {start} is above --max-envs {max_envs}")
-    devices = 1 if devices is None else devices
-    kind = kind or "local"
-    if kind not in EXECUTORS:
-        raise UserError(f"unknown executor {kind!r}: expected one of {', '.join(EXECUTORS)}")
-    if kind != "ray" and (o.ray_address is not None or o.gpu_type is not None):
-        raise UserError("--ray-address and --gpu-types need --executor ray")
-    if kind == "ray" and o.parallel != 1:
-        raise UserError("--parallel is for the local executor: on Ray as many trials run at "
-                        "once as the cluster has GPUs (or CPUs)")
-    confirm = True if confirm is None else confirm
-    if confirm_n is not None and (isinstance(confirm_n, bool) or not isinstance(confirm_n, int)
-                                  or not 1 <= confirm_n <= 1_000_000):
-        raise UserError(f"--confirm-steps must be an integer from 1 to 1000000, got {confirm_n}")
-    config = SweepConfig(prof, budget_bytes, headroom, start, max_envs, refine,
-                         timeout_s=o.timeout_s,
-                         compile_cache_dir=compile_cache_dir(cache),
-                         cache_under_cpu_cap=cache is True,
-                         device_count=devices, objective=objective, confirm=confirm,
-                         confirm_steps=confirm_n, search=method)
-    search = {"start": start, "max_envs": max_envs, "refine": refine,
-              "objective": str(objective), "confirm": confirm, "confirm_steps": confirm_n,
-              "devices": devices, "search": str(method), "parallel": o.parallel,
-              "executor": kind, "cache": next(k for k, v in CACHE_MODES.items() if v is cache)}
-    if previous is None and o.out is not None:
-        check_new_run(o.out)  # before a cluster is started or joined for nothing
-    if o.resume is not None:  # every option checked: lock, then read again under the lock
+        request = reconcile(request, previous.header)
+    plan = resolve(request)
+    if previous is None and request.out is not None:
+        check_new_run(request.out)  # before a cluster is started or joined for nothing
+    lock: RunLock | None = None
+    if directory is not None:  # every option checked: lock, then read again under the lock
         lock = lock_run(directory)  # (two resumes at once would run the same size twice)
         previous = load_run(directory)
-    # Trials run under budget x (1 - headroom): an ok trial has then proven the headroom
-    # whatever its peak's jitter, and on CPU the cap counts the data segment, which runs
-    # above RSS, so a peak compared with a line after the fact proved nothing.
-    if kind == "ray":
-        from vramtune.measure.ray_executor import RAY_LOG, RayExecutor  # only when asked for
-
-        ray_executor = RayExecutor(config.limit_bytes, address=address, gpu_type=gpu_type,
-                                   devices=devices)
-        search.update(ray_address=address, gpu_type=gpu_type, parallel=ray_executor.parallel)
-        try:
-            prepared = _prepared(o, config, objective, previous, lock, nvml, ray_executor,
-                                 search, node=ray_executor.node)
-        except BaseException:
-            ray_executor.close()
-            raise
-        ray_executor.set_log(prepared.run_dir / RAY_LOG)
-        prepared.warnings.extend(ray_executor.warnings)
-        prepared.label = gpu_type
-        prepared.notice = ray_executor.node.nvml_notice
-        return prepared
     nvml = nvml if nvml is not None else Nvml()
-    facts = measure_device(nvml) if nvml.available else DeviceFacts(None, None)
-    cap = plan_cap(config.limit_bytes, nvml, facts.overhead_bytes, devices=devices,
-                   runtime_total_bytes=facts.runtime_total_bytes)
-    executor = LocalExecutor(cap, nvml, overhead_bytes=facts.overhead_bytes,
-                             runtime_total_bytes=facts.runtime_total_bytes, standby=o.standby,
-                             parallel=o.parallel)
-    prepared = _prepared(o, config, objective, previous, lock, nvml, executor, search)
-    if executor.parallel_note:
-        prepared.warnings.append(executor.parallel_note)
-    prepared.notice = nvml.notice
+    executor = build_executor(plan, nvml)
+    try:
+        prepared = _prepared(request.out, plan, previous, lock, nvml, executor)
+    except BaseException:
+        executor.close()
+        raise
+    prepared.warnings.extend(executor.warnings)
+    prepared.notice = executor.notice
+    prepared.label = plan.gpu_type
     return prepared
+
+
+def build_executor(plan: SweepPlan, nvml: Nvml) -> Executor:
+    """The one place a sweep's executor is made. Trials run under budget x (1 - headroom):
+    an ok trial has then proven the headroom whatever its peak's jitter, and on CPU the cap
+    counts the data segment, which runs above RSS, so a peak compared with a line after the
+    fact proved nothing."""
+    config = plan.config
+    if plan.executor == "ray":
+        from vramtune.measure.ray_executor import RayExecutor  # only when asked for
+
+        ray = RayExecutor(config.limit_bytes, address=plan.ray_address, gpu_type=plan.gpu_type,
+                          devices=config.device_count)
+        plan.search.update(ray_address=plan.ray_address, gpu_type=plan.gpu_type,
+                           parallel=ray.parallel)
+        return ray
+    return LocalExecutor.planned(config.limit_bytes, nvml, devices=config.device_count,
+                                 standby=plan.standby, parallel=plan.parallel)
 
 
 _TYPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def prepare_by_type(options: SweepOptions, gpu_types: Sequence[str] | None
-                    ) -> tuple[Path, list[PreparedSweep]]:
+def prepare_by_type(request: SweepRequest) -> tuple[Path, list[PreparedSweep]]:
     """One Ray sweep per accelerator type, each in its own run directory under one parent
     (<parent>/<type>); on resume the parent's runs, each with its own type. Every type is
     checked against the cluster before any directory is made."""
-    o = options
+    o = request
+    o.check_mixed()
+    gpu_types = o.gpu_types
     if o.resume is not None:
         parent = o.resume
         found = {load_run(d).header.search.get("gpu_type"): d for d in find_runs(parent)}
@@ -403,13 +213,11 @@ def prepare_by_type(options: SweepOptions, gpu_types: Sequence[str] | None
         if not types:
             raise UserError("--gpu-types needs at least one accelerator type, e.g. A100,H100")
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        parent = o.out or Path("vramtune-runs") / f"{stamp}-{safe_name(_as_profile(o.profile).name)}"
+        parent = o.out or Path("vramtune-runs") / f"{stamp}-{safe_name(as_profile(o.profile).name)}"
         dirs = {t: parent / t for t in types}
     bad = [t for t in types if not _TYPE_NAME.fullmatch(str(t))]
     if bad:
         raise UserError(f"accelerator type {bad[0]!r} is not a name Ray uses (A100, H100, ...)")
-    if o.executor not in (None, "ray"):
-        raise UserError("--gpu-types needs --executor ray")
     if o.resume is None:
         for directory in dirs.values():
             check_new_run(directory)
@@ -420,9 +228,9 @@ def prepare_by_type(options: SweepOptions, gpu_types: Sequence[str] | None
         check_types(ray, types)
         try:
             for gpu_type, directory in dirs.items():
-                one = replace(o, executor="ray", gpu_type=gpu_type, out=None, resume=directory) \
-                    if o.resume is not None else replace(o, executor="ray", gpu_type=gpu_type,
-                                                         out=directory)
+                one = replace(o, executor="ray", gpu_type=gpu_type, gpu_types=None,
+                              out=None if o.resume is not None else directory,
+                              resume=directory if o.resume is not None else None)
                 prepared.append(prepare(one))
         except BaseException:
             for p in prepared:
@@ -441,11 +249,12 @@ def check_new_run(directory: Path) -> None:
         raise UserError(f"{path} already holds results: use --resume {directory} to continue it")
 
 
-def _prepared(o: SweepOptions, config: SweepConfig, objective: Objective, previous: Run | None,
-              lock: RunLock | None, nvml: Nvml | None, executor: Executor,
-              search: dict[str, Any], node: NodeReport | None = None) -> PreparedSweep:
+def _prepared(out: Path | None, plan: SweepPlan, previous: Run | None, lock: RunLock | None,
+              nvml: Nvml, executor: Executor) -> PreparedSweep:
     """The header, the run directory (created, or the resumed one) and what it reuses."""
-    header = make_header(config, nvml, executor.cap.description, search, node)
+    config = plan.config
+    header = make_header(config, nvml, executor.cap.description, plan.search,
+                         getattr(executor, "node", None))
     state = SweepState()
     warnings: list[str] = []
     if previous is not None:
@@ -459,11 +268,12 @@ def _prepared(o: SweepOptions, config: SweepConfig, objective: Objective, previo
                             f"versions, profile or device and are not reused")
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = o.out or Path("vramtune-runs") / f"{stamp}-{safe_name(config.profile.name)}"
+        run_dir = out or Path("vramtune-runs") / f"{stamp}-{safe_name(config.profile.name)}"
         run_dir = Path(os.path.normpath(run_dir))  # as create_run makes it: 'next:' must work
         lock = create_run(run_dir, header)
-    return PreparedSweep(config, objective, header, run_dir, state, executor,
-                         nvml if nvml is not None else Nvml(), warnings, lock)
+    executor.attach(run_dir)
+    return PreparedSweep(config, config.objective, header, run_dir, state, executor, nvml,
+                         warnings, lock)
 
 
 CONFIRM_FACTOR = 10  # a confirming run trains 10x a trial's training steps...
@@ -510,11 +320,11 @@ def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | Non
         if any(r.purpose is Purpose.CONFIRM for r in same):
             return None
         steps = confirm_steps(config, _proof_basis(results, n))
-        return Step(Phase.CONFIRMING, n, f"confirming {n} envs: {steps} training steps, "
+        return Step(StepKind.CONFIRMING, n, f"confirming {n} envs: {steps} training steps, "
                                          f"evaluation as in training")
     if any(r.purpose is Purpose.REPEAT for r in same):
         return None  # proven (or not: choose() then moved on); one repeat per size
-    return Step(Phase.REPEATING, n, f"repeating {n} envs: a size fits only if it fits again")
+    return Step(StepKind.REPEATING, n, f"repeating {n} envs: a size fits only if it fits again")
 
 
 def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
@@ -549,7 +359,7 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
             shared = n in by_size
             why = ("its runs so far shared the device, so their steps/s do not count" if shared
                    else f"the {config.objective} objective compares its steps/s")
-            return [Step(Phase.ALONE, n, f"measuring {n} envs alone: {why}")]
+            return [Step(StepKind.ALONE, n, f"measuring {n} envs alone: {why}")]
         measured = [r for r in alone if fits(r, limit)]
         if not measured:
             continue  # ran alone and has no steps/s to compare: running it again will not help
@@ -573,7 +383,7 @@ def next_steps(config: SweepConfig, results: Sequence[TrialResult], space: Searc
     trials the executor runs together), then the sizes the objective needs measured alone,
     then the proof of the pick (``edge_step``). Empty: the sweep is done."""
     steps = plan_round(search_inputs(results, space), space, parallel)
-    if steps[0].phase is not Phase.DONE:
+    if steps[0].phase is not StepKind.DONE:
         return steps
     alone = alone_steps(config, results, space)
     if alone:
@@ -607,13 +417,13 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
     """The request for a planned step: a search trial, a repeat, or the long confirming run."""
     assert step.num_envs is not None
     purpose, steps, timeout_s = Purpose.SEARCH, None, config.timeout_s
-    if step.phase is Phase.ALONE:
+    if step.phase is StepKind.ALONE:
         purpose = Purpose.ALONE
-    elif step.phase is Phase.CONFIRMING:
+    elif step.phase is StepKind.CONFIRMING:
         chosen = _proof_basis(results, step.num_envs)
         purpose, steps = Purpose.CONFIRM, confirm_steps(config, chosen)
         timeout_s = confirm_timeout_s(config, chosen, steps)
-    elif step.phase is Phase.REPEATING:
+    elif step.phase is StepKind.REPEATING:
         purpose = Purpose.REPEAT
     return TrialRequest(config.profile, step.num_envs, budget_bytes=config.budget_bytes,
                         timeout_s=timeout_s, compile_cache_dir=config.compile_cache_dir,
@@ -645,7 +455,7 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
         while True:
             needed = not prior.waiting or plan_round(
                 search_inputs(state.results, space), space, executor.parallel
-            )[0].phase is not Phase.DONE
+            )[0].phase is not StepKind.DONE
             found, note = prior.get(len(state.results) > session_start, round_wall, needed)
             space = replace(space, prior=found)
             state.prior_note = note or state.prior_note
@@ -716,20 +526,3 @@ def run_sweeps(sweeps: Sequence[PreparedSweep],
             raise failures[index]
     if failures:
         raise KeyboardInterrupt
-
-
-def summary(state: SweepState, recommendation: Any, run_dir: Path) -> dict[str, Any]:
-    chosen = recommendation.chosen
-    return {
-        "run_dir": str(run_dir),
-        "stopped_because": state.final_step.reason if state.final_step else "interrupted",
-        "memory_prior": state.prior_note,
-        "trials": len(state.results), "reused": state.reused,
-        "recommended": chosen.to_dict() if chosen else None,
-        "confirmed": (recommendation.confirmation.to_dict() if recommendation.confirmation
-                      else None),
-        "confirmed_line": recommendation.confirmed_line,
-        "notice": recommendation.notice,
-        "reasons": {str(k): v for k, v in recommendation.reasons.items()},
-        "results": [r.to_dict() for r in state.results],
-    }

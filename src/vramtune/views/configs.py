@@ -16,11 +16,11 @@ import pandas as pd
 from vramtune import fmt, yamlio
 from vramtune.errors import UserError
 from vramtune.measure.cap import DEFAULT_GPU_FRACTION
-from vramtune.records import TrialResult
+from vramtune.records import Objective, TrialResult
 from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
-from vramtune.tune.recommend import Objective
 from vramtune.units import both_units, budget_label, format_bytes
 from vramtune.views.tables import Column, Table
+from vramtune.workload.emitted import header_line
 from vramtune.workload.profile import Profile, safe_name
 
 PREALLOCATE_VAR = "XLA_PYTHON_CLIENT_PREALLOCATE"
@@ -86,8 +86,7 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
     mem = chosen.memory_label
     budget = budget_label(emission.budget_bytes)
     limit = both_units(emission.recommendation.limit_bytes)
-    lines = [f"vramtune emit-config ({fmt_}): profile {source.profile.name} "
-             f"({source.profile_hash}), env {source.profile.env}",
+    lines = [header_line(str(fmt_), source.profile.name, source.profile_hash, source.profile.env),
              f"budget {budget} ({mem}), headroom {emission.headroom_fraction:.0%}: measured peaks "
              f"must stay under {limit}" if emission.budget_bytes is not None else
              f"budget: none (uncapped run), headroom {emission.headroom_fraction:.0%}",

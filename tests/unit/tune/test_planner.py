@@ -1,7 +1,7 @@
 """The planner on recorded sequences: pure, so every branch is cheap to pin down."""
 
 from vramtune.records import Status, TrialResult
-from vramtune.tune.planner import Phase, SearchSpace, doubling_sizes, plan
+from vramtune.tune.planner import SearchSpace, StepKind, doubling_sizes, plan
 from vramtune.workload.profile import profile_from_dict
 
 GiB = 2**30
@@ -24,7 +24,7 @@ def replay(memory_of, sp: SearchSpace, oom_above: float | None = None, limit_ste
     results: list[TrialResult] = []
     for _ in range(limit_steps):
         step = plan(results, sp)
-        if step.phase is Phase.DONE:
+        if step.phase is StepKind.DONE:
             return [r.num_envs for r in results], step
         peak = memory_of(step.num_envs)
         if oom_above is not None and peak > oom_above:
@@ -63,7 +63,7 @@ def test_oom_at_fourth_doubling_found_within_doublings_plus_refine():
     assert sizes[:5] == doublings
     assert len(sizes) <= len(doublings) + 3
     assert sizes[5] == 1536 and all(1024 < n < 2048 for n in sizes[5:])
-    assert step.phase is Phase.DONE and "refinement" in step.reason
+    assert step.phase is StepKind.DONE and "refinement" in step.reason
 
 
 def test_headroom_counts_as_failure():
@@ -81,7 +81,7 @@ def test_refine_converges_and_never_repeats():
 def test_timeout_in_the_middle_is_a_boundary():
     results = [result(128), result(256), result(512, Status.TIMEOUT)]
     step = plan(results, space())
-    assert step.phase is Phase.REFINING and step.num_envs == 384
+    assert step.phase is StepKind.REFINING and step.num_envs == 384
 
 
 def test_crash_in_the_middle_is_a_boundary():
@@ -94,7 +94,7 @@ def test_error_stops_the_search():
     failed = TrialResult(status=Status.ERROR, profile="p", profile_hash="h", num_envs=256,
                          error_message="ModuleNotFoundError: No module named 'my_env'")
     step = plan([result(128), failed], space())
-    assert step.phase is Phase.DONE and "my_env" in step.reason and "not a memory limit" in step.reason
+    assert step.phase is StepKind.DONE and "my_env" in step.reason and "not a memory limit" in step.reason
 
 
 def test_multi_device_grid():
@@ -106,7 +106,7 @@ def test_multi_device_grid():
 
 def test_start_above_maximum():
     step = plan([], space(start=4096, max_envs=1024))
-    assert step.phase is Phase.DONE and "above the maximum" in step.reason
+    assert step.phase is StepKind.DONE and "above the maximum" in step.reason
 
 
 def test_no_valid_size_at_all():
@@ -176,7 +176,7 @@ def replay_rounds(memory_mib, sp: SearchSpace, k: int = 1):
     rounds: list[list[int]] = []
     for _ in range(60):
         steps = plan_round(results, sp, k)
-        if steps[0].phase is Phase.DONE:
+        if steps[0].phase is StepKind.DONE:
             return results, rounds, steps[0]
         sizes = [s.num_envs for s in steps]
         assert len(sizes) <= k and len(set(sizes)) == len(sizes)
@@ -221,7 +221,7 @@ def test_predictive_steps_carry_predicted_figures_labelled_as_such():
     from vramtune.tune.planner import plan_round
     steps = plan_round([data_result(256, 781), data_result(1024, 957)], predictive(1144))
     (step,) = steps
-    assert step.phase is Phase.PREDICTING and step.predicted_bytes is not None
+    assert step.phase is StepKind.PREDICTING and step.predicted_bytes is not None
     mean, upper = step.predicted_bytes
     assert mean <= upper <= 1144 * MiB * 1.2
     assert "predicted peak" in step.reason and "not a measurement" in step.reason
@@ -252,14 +252,14 @@ def test_predictive_error_stops_with_the_message():
     failed = TrialResult(status=Status.ERROR, profile="p", profile_hash="h", num_envs=1024,
                          error_message="ModuleNotFoundError: No module named 'my_env'")
     (step,) = plan_round([data_result(256, 781), failed], predictive(1144))
-    assert step.phase is Phase.DONE and "my_env" in step.reason
+    assert step.phase is StepKind.DONE and "my_env" in step.reason
 
 
 def test_predictive_model_miss_falls_back_to_bisection():
     from vramtune.tune.planner import plan_round
     history = [data_result(256, 781), data_result(1024, 957), data_result(1408, None, Status.OOM)]
     (step,) = plan_round(history, predictive(1144))
-    assert step.phase is Phase.REFINING and "model missed" in step.reason
+    assert step.phase is StepKind.REFINING and "model missed" in step.reason
     assert 1024 < step.num_envs < 1408
 
 

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.tune.test_planner import replay
-from vramtune.tune.planner import Phase, plan
+from vramtune.tune.planner import StepKind, plan
 from vramtune.tune.sweep import SweepConfig
 from vramtune.workload.profile import load_profile, profile_from_dict
 from vramtune.workload.rules import ScalingPolicy
@@ -47,7 +47,7 @@ def test_planning_is_fast_for_any_maximum(policy, bs, nmb, start, top):
     sp = SweepConfig(prof, None, 0.1, start, top, 3).space()
     started = time.perf_counter()
     step = plan([], sp)
-    assert step.phase in (Phase.DOUBLING, Phase.DONE)
+    assert step.phase in (StepKind.DOUBLING, StepKind.DONE)
     assert time.perf_counter() - started < 2.0
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vramtune.records import Purpose, Status, TrialResult
-from vramtune.tune.planner import Phase, SearchMethod
+from vramtune.tune.planner import SearchMethod, StepKind
 from vramtune.tune.recommend import Objective
 from vramtune.tune.sweep import SweepConfig, alone_steps, next_steps, trial_request
 from vramtune.workload.profile import load_profile
@@ -45,13 +45,13 @@ def test_search_rounds_hold_up_to_parallel_sizes():
     assert [s.num_envs for s in next_steps(cfg, [], cfg.space(), 2)] == [256, 1024]
     steps = next_steps(cfg, SEARCHED[:2], cfg.space(), 3)
     assert 1 <= len(steps) <= 3 and all(s.num_envs > 1024 for s in steps)
-    assert all(s.phase in (Phase.PREDICTING, Phase.REFINING, Phase.DOUBLING) for s in steps)
+    assert all(s.phase in (StepKind.PREDICTING, StepKind.REFINING, StepKind.DOUBLING) for s in steps)
 
 
 def test_after_the_search_the_pick_is_proven_when_every_run_was_alone():
     cfg = config()
     (step,) = next_steps(cfg, SEARCHED, cfg.space(), 1)
-    assert step.phase is Phase.REPEATING and step.num_envs == 1408
+    assert step.phase is StepKind.REPEATING and step.num_envs == 1408
     assert trial_request(cfg, SEARCHED, step).alone
 
 
@@ -59,7 +59,7 @@ def test_shared_fits_are_measured_alone_from_the_top_until_clearly_slower():
     cfg = config()
     shared = [replace(r, shared_run=True) for r in SEARCHED]
     (step,) = next_steps(cfg, shared, cfg.space(), 2)
-    assert step.phase is Phase.ALONE and step.num_envs == 1408 and "shared" in step.reason
+    assert step.phase is StepKind.ALONE and step.num_envs == 1408 and "shared" in step.reason
     request = trial_request(cfg, shared, step)
     assert request.purpose is Purpose.ALONE and request.alone
     done = [*shared, rec(1408, sps=10_000, purpose=Purpose.ALONE)]
@@ -69,7 +69,7 @@ def test_shared_fits_are_measured_alone_from_the_top_until_clearly_slower():
     # 1024 is clearly slower than 1408: 256 is not measured again; the pick's proof follows
     assert alone_steps(cfg, slower, cfg.space()) == []
     (proof,) = next_steps(cfg, slower, cfg.space(), 2)
-    assert (proof.phase, proof.num_envs) == (Phase.REPEATING, 1408)
+    assert (proof.phase, proof.num_envs) == (StepKind.REPEATING, 1408)
 
 
 def test_a_tie_keeps_walking_down():
@@ -87,7 +87,7 @@ def test_knee_measures_the_ladder_below_the_boundary_alone():
     close = [rec(256, sps=6_000), rec(1024, sps=9_800), rec(1408, sps=10_000),
              rec(1536, Status.OOM)]
     (step,) = next_steps(cfg, close, cfg.space(), 1)
-    assert step.phase is Phase.ALONE and step.num_envs == 512 and "knee" in step.reason
+    assert step.phase is StepKind.ALONE and step.num_envs == 512 and "knee" in step.reason
     assert trial_request(cfg, close, step).purpose is Purpose.ALONE
     # 512 is more than 5% below: the walk stops, the pick is proven next
     more = [*close, rec(512, sps=8_000, purpose=Purpose.ALONE)]
@@ -152,34 +152,32 @@ def test_a_refused_resume_leaves_the_run_directory_as_it_found_it(tmp_path):
     import pytest
 
     from vramtune.errors import UserError
-    from vramtune.tune.sweep import SweepOptions, prepare
+    from vramtune.tune.sweep import SweepRequest, prepare
 
     directory, lock_file = _run_without_lock(tmp_path)
-    for bad in (SweepOptions(resume=directory, profile="ant"),
-                SweepOptions(resume=directory, budget_bytes=2 * 10**9),
-                SweepOptions(resume=directory, start=4096, max_envs=128),
-                SweepOptions(resume=directory, confirm_steps=0),
-                SweepOptions(resume=directory, cache=False)):  # it ran with the cache on
+    for bad in (dict(profile="ant"), dict(budget_bytes=2 * 10**9),
+                dict(start=4096, max_envs=128), dict(confirm_steps=0),
+                dict(cache=False)):  # it ran with the cache on
         with pytest.raises(UserError):
-            prepare(bad)
+            prepare(SweepRequest(resume=directory, **bad))
         assert not lock_file.exists(), bad
 
 
 def test_a_run_keeps_its_compile_cache_mode_on_resume(tmp_path):
     """The cache moves CPU peaks by 130-190 MiB: a resumed run keeps the mode its trials ran
     with (runs from before the mode was recorded used the cache everywhere)."""
-    from vramtune.tune.sweep import CACHE_MODES, SweepOptions, prepare
+    from vramtune.tune.sweep import CACHE_MODES, SweepRequest, prepare
 
     assert CACHE_MODES == {"auto": None, "on": True, "off": False}
     directory, _ = _run_without_lock(tmp_path)
-    prepared = prepare(SweepOptions(resume=directory))
+    prepared = prepare(SweepRequest(resume=directory))
     try:
         assert prepared.config.cache_under_cpu_cap is True  # legacy: "on"
         assert prepared.header.search["cache"] == "on"
     finally:
         prepared.executor.close()
         prepared.release()
-    fresh = prepare(SweepOptions(profile="quick", budget_bytes=10**9, out=tmp_path / "new"))
+    fresh = prepare(SweepRequest(profile="quick", budget_bytes=10**9, out=tmp_path / "new"))
     try:
         assert fresh.header.search["cache"] == "auto" and not fresh.config.cache_under_cpu_cap
         assert fresh.config.compile_cache_dir is not None  # used where it moves no peak

@@ -1,0 +1,119 @@
+"""What a person types, checked once: each option's check lives here and nowhere else.
+
+Every function takes what a person would type (``"8GB"``, ``"10%"``) or the plain number
+(bytes, a fraction) and returns the checked value, or raises ``UserError`` with one line that
+says what was expected. None stays None: the caller's default applies.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from pathlib import Path
+from typing import TypeVar
+
+from vramtune.errors import UserError
+from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
+from vramtune.records import Objective
+from vramtune.schema import MAX_NUM_ENVS
+from vramtune.units import parse_percent, parse_size
+from vramtune.workload.profile import MAX_TIMEOUT_S
+
+E = TypeVar("E", bound=StrEnum)
+Size = str | int | None
+Percent = str | float | None
+
+MAX_REFINE = 1000
+MAX_TRAINING_STEPS = 1_000_000
+
+
+def as_bytes(value: Size, what: str = "--gpu-mem") -> int | None:
+    """Bytes from '8GB' / 8_000_000_000 / None."""
+    if value is None:
+        return None
+    if isinstance(value, str) and not value.strip():
+        raise UserError(f"{what} is empty: give a size such as 8GB, or leave the option out")
+    return parse_size(value, what=what)
+
+
+def as_cap(value: Size, what: str = "--gpu-mem") -> int | None:
+    """A budget a trial will run under: a size, and at least MIN_CAP_BYTES (below it Python
+    cannot even start under RLIMIT_DATA, and no CUDA context fits on a card)."""
+    budget = as_bytes(value, what)
+    if budget is not None and budget < MIN_CAP_BYTES:
+        raise UserError(f"{what} {value}: below {MIN_CAP_BYTES >> 20} MiB, less than a Python "
+                        f"process needs to start and import JAX")
+    return budget
+
+
+def as_fraction(value: Percent, what: str = "--headroom") -> float | None:
+    """A fraction in [0, 1) from '10%' / '10' (percent) or a float; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.strip():
+            raise UserError(f"{what} is empty: give a percentage such as 10%, or leave it out")
+        return parse_percent(value, what=what)
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not math.isfinite(value) or not 0 <= float(value) < 1):
+        raise UserError(f"{what} as a number must be a fraction in [0, 1), got {value!r}")
+    return float(value)
+
+
+def check_timeout(timeout_s: float | None) -> float | None:
+    """A time limit: positive, finite (nan and inf never time out), at most MAX_TIMEOUT_S."""
+    if timeout_s is None:
+        return None
+    if (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
+            or not 0 < timeout_s <= MAX_TIMEOUT_S):
+        raise UserError(f"--timeout must be a number of seconds above 0 and at most "
+                        f"{MAX_TIMEOUT_S}, got {timeout_s}")
+    return timeout_s
+
+
+def as_path(value: str | Path | None, what: str) -> Path | None:
+    """A path option; an empty one is an error (Path('') would silently mean '.')."""
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise UserError(f"{what} is empty: give a directory, or leave the option out")
+    if "\0" in str(value):
+        raise UserError(f"{what} {str(value)!r}: a path cannot hold a NUL character")
+    return Path(value)
+
+
+def as_choice(value: str | E | None, choices: type[E], what: str) -> E | None:
+    """One of an enum's values ('knee' -> Objective.KNEE); None stays None."""
+    if value is None or isinstance(value, choices):
+        return value
+    try:
+        return choices(value)
+    except ValueError:
+        raise UserError(f"unknown {what} {value!r}: expected one of "
+                        f"{', '.join(c.value for c in choices)}") from None
+
+
+def as_objective(value: str | Objective | None) -> Objective | None:
+    return as_choice(value, Objective, "objective")
+
+
+def as_devices(value: int | None) -> int | None:
+    """--devices: a positive integer, or None for the default (1, or a resumed run's)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"--devices must be a positive integer, got {value!r}")
+    return value
+
+
+def check_int(value: int | None, flag: str, lo: int, hi: int) -> int | None:
+    """An integer option in [lo, hi]; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise UserError(f"{flag} must be an integer from {lo} to {hi}, got {value!r}")
+    return value
+
+
+def check_num_envs(value: int | None, flag: str = "--num-envs") -> int | None:
+    return check_int(value, flag, 1, MAX_NUM_ENVS)

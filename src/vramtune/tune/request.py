@@ -1,0 +1,305 @@
+"""A sweep as asked for (``SweepRequest``), reconciled with a resumed run, resolved to a config.
+
+Every sweep option is checked once, here, when the request is made: the CLI, the Python API
+and a resumed run all go through the same checks. ``reconcile`` (a resumed run's header wins,
+a flag that contradicts it is an error) and ``resolve`` (defaults, cross-option checks) are
+pure: they touch no file and start nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from vramtune.errors import UserError
+from vramtune.inputs import (
+    MAX_REFINE,
+    MAX_TRAINING_STEPS,
+    Percent,
+    Size,
+    as_cap,
+    as_choice,
+    as_devices,
+    as_fraction,
+    as_objective,
+    as_path,
+    check_int,
+    check_num_envs,
+    check_timeout,
+)
+from vramtune.machine import compile_cache_dir
+from vramtune.records import Objective
+from vramtune.results.store import RunHeader
+from vramtune.tune.planner import SearchMethod, SearchSpace, keeps_base_unrolls
+from vramtune.units import format_bytes, headroom_limit_bytes
+from vramtune.workload.profile import Profile, load_profile, profile_from_dict
+
+CACHE_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}  # header.search
+DEFAULT_REFINE = 3
+DEFAULT_HEADROOM_FRACTION = 0.10
+DEFAULT_SPEED_MARGIN_FRACTION = 0.02
+EXECUTORS = ("local", "ray")
+
+
+def as_search(value: str | SearchMethod | None) -> SearchMethod | None:
+    return as_choice(value, SearchMethod, "search")
+
+
+def as_margin(value: Percent, what: str = "--speed-margin") -> float:
+    """A speed margin: a fraction in [0, 1) ('2%' or 0.02), finite."""
+    fraction = as_fraction(value, what)
+    return DEFAULT_SPEED_MARGIN_FRACTION if fraction is None else fraction
+
+
+def as_types(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """--gpu-types: 'A100,H100' or a list; None: not a mixed-cluster sweep."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(dict.fromkeys(str(t).strip() for t in items if str(t).strip()))
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """What a user asks of a sweep, parsed (bytes, fractions, enums) and checked on creation.
+    None = the default: the profile's, or on resume the run's own."""
+
+    profile: str | Path | Profile | None = None
+    budget_bytes: int | None = None
+    headroom_fraction: float | None = None
+    start: int | None = None
+    max_envs: int | None = None
+    refine: int | None = None
+    objective: Objective | None = None
+    out: Path | None = None
+    resume: Path | None = None
+    timeout_s: float | None = None
+    cache: bool | None = None  # None: on, but not on CPU under a cap (measure.trial); True: on
+    standby: bool = True
+    confirm: bool | None = None  # None: on, or on resume what the run had
+    confirm_steps: int | None = None
+    devices: int | None = None  # None: 1, or a resumed run's
+    search: SearchMethod | None = None  # default predictive; on resume the run's own
+    parallel: int = 1  # trials at once on this machine (the local executor)
+    executor: str | None = None  # "local" or "ray"; None: local, or on resume the run's own
+    ray_address: str | None = None  # None: a Ray cluster of the sweep's own on this machine
+    gpu_type: str | None = None  # Ray accelerator type (A100, H100, ...) the trials run on
+    gpu_types: tuple[str, ...] | None = None  # a mixed cluster: one sweep per type
+    # two sizes' steps/s closer than this fraction count as the same speed
+    speed_margin_fraction: float = DEFAULT_SPEED_MARGIN_FRACTION
+
+    def __post_init__(self) -> None:
+        if isinstance(self.profile, str) and not self.profile.strip():
+            raise UserError("--profile is empty: name a built-in profile or a YAML file, or "
+                            "leave the option out")
+        as_cap(self.budget_bytes)
+        as_fraction(self.headroom_fraction)
+        check_num_envs(self.start, "--start")
+        check_num_envs(self.max_envs, "--max-envs")
+        check_int(self.refine, "--refine", 0, MAX_REFINE)
+        check_timeout(self.timeout_s)
+        check_int(self.confirm_steps, "--confirm-steps", 1, MAX_TRAINING_STEPS)
+        as_devices(self.devices)
+        if isinstance(self.parallel, bool) or not isinstance(self.parallel, int) \
+                or self.parallel < 1:
+            raise UserError(f"--parallel must be a positive integer, got {self.parallel!r}")
+        if self.executor is not None and self.executor not in EXECUTORS:
+            raise UserError(f"unknown executor {self.executor!r}: expected one of "
+                            f"{', '.join(EXECUTORS)}")
+        margin = self.speed_margin_fraction
+        if (isinstance(margin, bool) or not isinstance(margin, int | float)
+                or not math.isfinite(margin) or not 0 <= margin < 1):
+            raise UserError(f"--speed-margin must be at least 0% and below 100%, got {margin!r}")
+
+    @classmethod
+    def parse(cls, profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
+              headroom: Percent = None, start: int | None = None, max_envs: int | None = None,
+              refine: int | None = None, objective: str | Objective | None = None,
+              out: str | Path | None = None, resume: str | Path | None = None,
+              timeout_s: float | None = None, cache: bool | None = None, standby: bool = True,
+              confirm: bool | None = None, confirm_steps: int | None = None,
+              devices: int | None = None, search: str | SearchMethod | None = None,
+              parallel: int = 1, executor: str | None = None, ray_address: str | None = None,
+              gpu_type: str | None = None, gpu_types: str | Sequence[str] | None = None,
+              speed_margin: Percent = None) -> SweepRequest:
+        """The request from what a person types (``gpu_mem="8GB"``, ``headroom="10%"``,
+        ``speed_margin="2%"``) or the plain numbers (bytes, fractions)."""
+        return cls(profile=profile, budget_bytes=as_cap(gpu_mem),
+                   headroom_fraction=as_fraction(headroom), start=start, max_envs=max_envs,
+                   refine=refine, objective=as_objective(objective), out=as_path(out, "--out"),
+                   resume=as_path(resume, "--resume"), timeout_s=timeout_s, cache=cache,
+                   standby=standby, confirm=confirm, confirm_steps=confirm_steps,
+                   devices=devices, search=as_search(search), parallel=parallel,
+                   executor=None if executor is None else str(executor),
+                   ray_address=ray_address, gpu_type=gpu_type, gpu_types=as_types(gpu_types),
+                   speed_margin_fraction=as_margin(speed_margin))
+
+    def check_mixed(self) -> None:
+        """A sweep per accelerator type runs on Ray, each type's trials as many at once as
+        the cluster has: refuse what contradicts that."""
+        if self.executor not in (None, "ray"):
+            raise UserError("--gpu-types needs --executor ray")
+        if self.parallel != 1:
+            raise UserError("--parallel is for the local executor: on Ray as many trials run "
+                            "at once as the cluster has GPUs (or CPUs)")
+
+
+def as_profile(profile: str | Path | Profile | None) -> Profile:
+    if isinstance(profile, Profile):
+        return profile
+    return load_profile(profile or "quick")
+
+
+def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:
+    """The request a resume runs: the run's own profile, budget, headroom and search settings
+    where the request leaves them open; a flag that contradicts the run is an error rather than
+    a silently different sweep."""
+    r, where, searched = request, request.resume, header.search
+    if r.profile is not None and as_profile(r.profile).hash != header.profile_hash:
+        raise UserError(f"--profile {r.profile} differs from the profile {where} was "
+                        f"measured with ({header.profile_name}); start a new sweep instead")
+    if r.budget_bytes is not None and r.budget_bytes != header.budget_bytes:
+        raise UserError(f"--gpu-mem differs from the budget {where} was measured with "
+                        f"({format_bytes(header.budget_bytes)}); start a new sweep instead")
+    if r.headroom_fraction is not None \
+            and abs(r.headroom_fraction - header.headroom_fraction) > 1e-9:
+        # Its trials ran under budget x (1 - its headroom): another headroom is another
+        # cap, and trials measured under the old one prove nothing about the new.
+        raise UserError(f"--headroom differs from the {header.headroom_fraction:.0%} "
+                        f"{where} was measured with; start a new sweep instead "
+                        f"(`vramtune report --headroom` re-chooses without new trials)")
+    # The compile cache moves CPU peaks by 130-190 MiB: one run keeps one mode. Runs that
+    # did not record the mode used the cache everywhere.
+    ran_with = CACHE_MODES.get(searched.get("cache", "on"), True)
+    if r.cache is not None and r.cache != ran_with:
+        raise UserError(f"--{'no-' if r.cache is False else ''}cache differs from the "
+                        f"compile-cache mode {where} was measured with "
+                        f"({searched.get('cache', 'on')}); start a new sweep instead")
+    ran_on = int(searched.get("devices") or 1)
+    if r.devices is not None and r.devices != ran_on:
+        raise UserError(f"--devices {r.devices} differs from the {ran_on} device(s) {where} "
+                        f"was measured on; start a new sweep instead")
+    if r.gpu_type is not None and searched.get("gpu_type") not in (None, r.gpu_type):
+        raise UserError(f"--gpu-types {r.gpu_type} differs from the accelerator type {where} "
+                        f"was measured on ({searched['gpu_type']}); start a new sweep instead")
+    executor, address, gpu_type = r.executor, r.ray_address, r.gpu_type
+    if executor is None:  # the executor the run was measured with, unless told otherwise
+        executor = searched.get("executor")
+        if executor == "ray":
+            address = address if address is not None else searched.get("ray_address")
+            gpu_type = gpu_type if gpu_type is not None else searched.get("gpu_type")
+    objective = r.objective
+    if objective is None and searched.get("objective"):
+        objective = Objective(searched["objective"])
+    return replace(
+        r, profile=profile_from_dict(header.profile, source=str(where)),
+        budget_bytes=header.budget_bytes,
+        headroom_fraction=(header.headroom_fraction if r.headroom_fraction is None
+                           else r.headroom_fraction),
+        start=r.start or searched.get("start"), max_envs=r.max_envs or searched.get("max_envs"),
+        refine=searched.get("refine") if r.refine is None else r.refine, objective=objective,
+        confirm=bool(searched.get("confirm", True)) if r.confirm is None else r.confirm,
+        confirm_steps=(searched.get("confirm_steps") if r.confirm_steps is None
+                       else r.confirm_steps),
+        cache=ran_with, devices=ran_on,
+        # a run that did not record its search method searched by bisection
+        search=r.search or SearchMethod(searched.get("search", SearchMethod.BISECT)),
+        executor=executor, ray_address=address, gpu_type=gpu_type)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A resolved sweep: every default applied, what the loop and the proof policy read."""
+
+    profile: Profile
+    budget_bytes: int | None
+    headroom_fraction: float
+    start: int
+    max_envs: int
+    refine: int | None  # None: the predictive search runs until the edge is bracketed
+    timeout_s: float | None = None
+    compile_cache_dir: str | None = None
+    cache_under_cpu_cap: bool = False  # --cache given: use the cache on CPU under a cap too
+    device_count: int = 1
+    objective: Objective = Objective.THROUGHPUT
+    confirm: bool = True  # train the chosen config much longer before recommending it
+    confirm_steps: int | None = None  # None: CONFIRM_FACTOR x the trial's, at least MIN
+    search: SearchMethod = SearchMethod.PREDICTIVE
+    speed_margin: float = DEFAULT_SPEED_MARGIN_FRACTION  # steps/s closer than this: same speed
+
+    @property
+    def limit_bytes(self) -> int | None:
+        return headroom_limit_bytes(self.budget_bytes, self.headroom_fraction)
+
+    def space(self) -> SearchSpace:
+        prof, devices = self.profile, self.device_count
+        refine = self.refine
+        if refine is None and self.search is SearchMethod.BISECT:
+            refine = DEFAULT_REFINE
+
+        def shape_of(n: int) -> tuple[int, int, int] | None:
+            shape = prof.shape_for(n, devices)
+            return None if shape is None else (shape.batch_size, shape.num_minibatches,
+                                               prof.unroll_length)
+
+        return SearchSpace(start=self.start, max_envs=self.max_envs, refine=refine,
+                           limit_bytes=self.limit_bytes,
+                           is_valid=lambda n: prof.sweepable(n, devices), method=self.search,
+                           shape_of=shape_of, candidate=keeps_base_unrolls(prof, devices),
+                           sizes_between=lambda lo, hi: prof.sweepable_sizes(lo, hi, devices))
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A request resolved: the config, where its trials run, and what the run's header
+    records of it (``search``)."""
+
+    config: SweepConfig
+    executor: str  # "local" or "ray"
+    ray_address: str | None
+    gpu_type: str | None
+    parallel: int
+    standby: bool
+    search: dict[str, Any]
+
+
+def resolve(request: SweepRequest) -> SweepPlan:
+    """Defaults applied (the profile's start and maximum, 10% headroom, the predictive
+    search, throughput, confirmation on), and the checks that need two options at once."""
+    r = request
+    prof = as_profile(r.profile)
+    method = SearchMethod.PREDICTIVE if r.search is None else r.search
+    refine = r.refine
+    if refine is None and method is SearchMethod.BISECT:
+        refine = DEFAULT_REFINE
+    objective = Objective.THROUGHPUT if r.objective is None else r.objective
+    start = prof.first_size if r.start is None else r.start
+    max_envs = prof.max_envs if r.max_envs is None else r.max_envs
+    check_num_envs(start, "--start")
+    check_num_envs(max_envs, "--max-envs")
+    if start > max_envs:
+        raise UserError(f"--start {start} is above --max-envs {max_envs}")
+    kind = r.executor or "local"
+    if kind != "ray" and (r.ray_address is not None or r.gpu_type is not None):
+        raise UserError("--ray-address and --gpu-types need --executor ray")
+    if kind == "ray" and r.parallel != 1:
+        raise UserError("--parallel is for the local executor: on Ray as many trials run at "
+                        "once as the cluster has GPUs (or CPUs)")
+    devices = 1 if r.devices is None else r.devices
+    confirm = True if r.confirm is None else r.confirm
+    config = SweepConfig(prof, r.budget_bytes,
+                         (DEFAULT_HEADROOM_FRACTION if r.headroom_fraction is None
+                          else r.headroom_fraction),
+                         start, max_envs, refine, timeout_s=r.timeout_s,
+                         compile_cache_dir=compile_cache_dir(r.cache),
+                         cache_under_cpu_cap=r.cache is True, device_count=devices,
+                         objective=objective, confirm=confirm, confirm_steps=r.confirm_steps,
+                         search=method, speed_margin=r.speed_margin_fraction)
+    search = {"start": start, "max_envs": max_envs, "refine": refine,
+              "objective": str(objective), "confirm": confirm, "confirm_steps": r.confirm_steps,
+              "devices": devices, "search": str(method), "parallel": r.parallel,
+              "executor": kind, "cache": next(k for k, v in CACHE_MODES.items() if v is r.cache)}
+    return SweepPlan(config, kind, r.ray_address, r.gpu_type, r.parallel, r.standby, search)

@@ -1,0 +1,26 @@
+"""A sweep as JSON (``sweep --json``): plain data, every figure with its unit in its key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vramtune.tune.recommend import Recommendation
+from vramtune.tune.sweep import SweepState
+
+
+def summary(state: SweepState, recommendation: Recommendation, run_dir: Path) -> dict[str, Any]:
+    chosen = recommendation.chosen
+    return {
+        "run_dir": str(run_dir),
+        "stopped_because": state.final_step.reason if state.final_step else "interrupted",
+        "memory_prior": state.prior_note,
+        "trials": len(state.results), "reused": state.reused,
+        "recommended": chosen.to_dict() if chosen else None,
+        "confirmed": (recommendation.confirmation.to_dict() if recommendation.confirmation
+                      else None),
+        "confirmed_line": recommendation.confirmed_line,
+        "notice": recommendation.notice,
+        "reasons": {str(k): v for k, v in recommendation.reasons.items()},
+        "results": [r.to_dict() for r in state.results],
+    }

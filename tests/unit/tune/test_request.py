@@ -1,0 +1,60 @@
+"""A sweep request is checked once, on creation; reconciling it with a resumed run is pure."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from vramtune.errors import UserError
+from vramtune.records import Objective
+from vramtune.results.store import RunHeader
+from vramtune.tune.planner import SearchMethod
+from vramtune.tune.request import SweepRequest, reconcile, resolve
+from vramtune.workload.profile import load_profile
+
+
+@pytest.mark.parametrize("bad", [-0.01, 1.0, 1.5, math.nan, math.inf, "-1%", "150%", "nan",
+                                 "1e400", ""])
+def test_a_speed_margin_outside_0_to_100_percent_is_one_line(bad):
+    with pytest.raises(UserError) as err:
+        SweepRequest.parse("quick", speed_margin=bad)
+    assert "\n" not in str(err.value) and "speed-margin" in str(err.value)
+
+
+def test_the_speed_margin_reaches_the_config_as_a_fraction():
+    assert SweepRequest().speed_margin_fraction == 0.02
+    assert resolve(SweepRequest.parse("quick", speed_margin="5%")).config.speed_margin == 0.05
+    assert resolve(SweepRequest(speed_margin_fraction=0.0)).config.speed_margin == 0.0
+
+
+@pytest.mark.parametrize("options", [dict(parallel=0), dict(refine=-1), dict(timeout_s=math.nan),
+                                     dict(executor="slurm"), dict(confirm_steps=0),
+                                     dict(devices=0), dict(profile=" "), dict(start=0)])
+def test_every_option_is_checked_when_the_request_is_made(options):
+    with pytest.raises(UserError):
+        SweepRequest(**options)
+
+
+def _header(**search) -> RunHeader:
+    prof = load_profile("quick")
+    return RunHeader(profile_name=prof.name, profile_hash=prof.hash, profile=prof.to_dict(),
+                     budget_bytes=10**9, headroom_fraction=0.2, machine={}, versions={},
+                     gpu_name=None, gpu_driver=None, gpu_total_bytes=None, cap=None,
+                     search={"start": 64, "max_envs": 512, "objective": "knee", **search})
+
+
+def test_a_resumed_run_fills_what_the_request_leaves_open():
+    request = reconcile(SweepRequest(resume="run"), _header(search="predictive"))
+    assert (request.budget_bytes, request.headroom_fraction) == (10**9, 0.2)
+    assert (request.start, request.max_envs, request.objective) == (64, 512, Objective.KNEE)
+    assert request.search is SearchMethod.PREDICTIVE and request.cache is True
+    # a run that did not record its search method searched by bisection
+    assert reconcile(SweepRequest(resume="run"), _header()).search is SearchMethod.BISECT
+
+
+@pytest.mark.parametrize("options", [dict(budget_bytes=2 * 10**9), dict(headroom_fraction=0.1),
+                                     dict(devices=2), dict(cache=False), dict(profile="ant")])
+def test_a_flag_that_contradicts_the_resumed_run_is_refused(options):
+    with pytest.raises(UserError):
+        reconcile(SweepRequest(resume="run", **options), _header())
