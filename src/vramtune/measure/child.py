@@ -9,7 +9,6 @@ stdout as ``@@vramtune {json}`` lines the parent parses.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import signal
 import statistics
@@ -17,11 +16,10 @@ import sys
 import threading
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 from vramtune.measure.probe import rlimit_data_in_force, runtime_devices, set_rlimit_data
-from vramtune.measure.wire import ChildReport, encode_event
+from vramtune.measure.wire import ChildReport, TrialSpec, encode_event
 from vramtune.results.files import write_atomic
 
 
@@ -240,7 +238,7 @@ def cap_proof(jax: Any) -> dict[str, Any]:
     }
 
 
-def run(spec: dict[str, Any]) -> dict[str, Any]:
+def run(spec: TrialSpec) -> dict[str, Any]:
     result: dict[str, Any] = {}
     phase = "import"
     data_segment = _DataSegment()
@@ -248,7 +246,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         emit(phase="importing")
         import jax
 
-        cache_dir = spec.get("compile_cache_dir")
+        cache_dir = spec.compile_cache_dir
         if cache_dir:
             jax.config.update("jax_compilation_cache_dir", cache_dir)
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
@@ -257,7 +255,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         from vramtune.workload.build import build_environment, network_factory
         from vramtune.workload.profile import profile_from_dict
 
-        profile = profile_from_dict(spec["profile"], source=spec["profile"].get("name", "spec"))
+        profile = profile_from_dict(spec.profile, source=spec.profile.get("name", "spec"))
         proof = cap_proof(jax)  # starts the backend
         result.update(proof)
         emit(proof=proof)
@@ -266,13 +264,13 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             start_small(data_segment)
         phase = "build_env"
         emit(phase="building")
-        _allow_imports_from(spec.get("import_path"))
-        environment, extra = build_environment(profile, spec["num_envs"],
+        _allow_imports_from(spec.import_path)
+        environment, extra = build_environment(profile, spec.num_envs,
                                                lambda info: emit(workload=info))
         phase = "train"
         measure = profile.measure
-        num_envs, batch_size = spec["num_envs"], spec["batch_size"]
-        num_minibatches = spec["num_minibatches"]
+        num_envs, batch_size = spec.num_envs, spec.batch_size
+        num_minibatches = spec.num_minibatches
         # The user's training, as the profile has it: evaluation included (brax's default),
         # because its rollouts hold memory the user's run will hold too.
         kwargs = dict(profile.ppo)
@@ -282,7 +280,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         unroll = int(kwargs.get("unroll_length", profile.unroll_length))
         env_steps_per_training_step = (batch_size * num_minibatches * unroll
                                        * profile.action_repeat)
-        fixed_steps = spec.get("training_steps")  # a confirming run: exactly this long
+        fixed_steps = spec.training_steps  # a confirming run: exactly this long
         steps_per_epoch = measure.steps_per_epoch
         if fixed_steps:
             # Evaluate about ten times over the run, as a user's num_evals would, not after
@@ -381,13 +379,13 @@ def main(argv: list[str]) -> int:
         if not line:
             os._exit(0)  # the parent closed us: no trial came
         watch_parent_stdin()
-        spec = json.loads(Path(line).read_text())
+        spec = TrialSpec.read(line)
     else:
-        spec = json.loads(Path(argv[1]).read_text())
-        set_rlimit_data(spec.get("rlimit_data_bytes"))
+        spec = TrialSpec.read(argv[1])
+        set_rlimit_data(spec.rlimit_data_bytes)
         die_with_parent()
     report = ChildReport(**run(spec))  # an unknown field fails here, not in the parent
-    write_atomic(spec["result_path"], report.to_json())
+    write_atomic(spec.result_path, report.to_json())
     sys.stdout.flush()
     # Skip interpreter teardown: XLA's destructors can take seconds and add nothing.
     os._exit(0 if report.status == "ok" else 3)

@@ -38,7 +38,7 @@ from typing import Any
 from vramtune.errors import UserError
 from vramtune.measure.cap import Cap
 from vramtune.measure.oom import classify_text
-from vramtune.measure.process import _kill_group, child_env, trial_dir
+from vramtune.measure.process import child_env, kill_group, trial_dir
 from vramtune.results.files import write_atomic
 from vramtune.schema import MAX_BATCH_SIZE, MAX_BYTES, MAX_NUM_ENVS, MAX_NUM_MINIBATCHES, Fields
 from vramtune.yamlio import read_text
@@ -231,7 +231,7 @@ class FootprintProbe:
         with self._lock:
             self._closed = True
             if self._proc is not None and self._proc.returncode is None:
-                _kill_group(self._proc)  # never a reaped (maybe reused) process group
+                kill_group(self._proc)  # never a reaped (maybe reused) process group
         self._thread.join(timeout=10)
 
     def _failed(self, why: str, wall_s: float | None) -> Footprint:
@@ -268,7 +268,7 @@ class FootprintProbe:
             try:
                 out, _ = proc.communicate(timeout=self.timeout_s)
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
+                kill_group(proc)
                 proc.communicate()
                 return self._failed(f"no footprint in {self.timeout_s:g} s", self.timeout_s)
             wall = time.perf_counter() - started

@@ -20,7 +20,7 @@ import psutil
 
 from vramtune.measure.cap import Cap
 from vramtune.measure.nvml import GpuMonitor
-from vramtune.measure.wire import EVENT_PREFIX, Event, Sample, decode_event
+from vramtune.measure.wire import EVENT_PREFIX, CapProof, Event, Sample, TrialPhase, decode_event
 
 EventCallback = Callable[[Event], None]
 
@@ -28,7 +28,7 @@ EventCallback = Callable[[Event], None]
 TAIL_LINE_CHARS = 4096  # a tail line keeps its first and last this many characters
 
 
-class _Reader(threading.Thread):
+class Reader(threading.Thread):
     """Drains the child's output: events to the callback, the rest kept as a short tail.
 
     Tail lines are bounded (head and end kept): the classifiers scan every tail line with
@@ -39,7 +39,9 @@ class _Reader(threading.Thread):
         self.stream = stream
         self.on_event = on_event
         self.tail: collections.deque[str] = collections.deque(maxlen=60)
-        self.last_event: dict[str, Any] = {}
+        self.proof: CapProof | None = None  # the child's view of its cap, once JAX is up
+        self.phase: TrialPhase | None = None  # the last phase the child reported
+        self.compile_s: float | None = None  # the last compile time a phase reported
 
     def run(self) -> None:
         for raw in iter(self.stream.readline, b""):
@@ -49,8 +51,13 @@ class _Reader(threading.Thread):
                 if not line.startswith(EVENT_PREFIX):
                     self.tail.append(_bounded(line))
                 continue
-            raw, event = decoded
-            self.last_event.update(raw)
+            _, event = decoded
+            if isinstance(event, CapProof):
+                self.proof = event
+            elif isinstance(event, TrialPhase):
+                self.phase = event
+                if event.compile_s is not None:
+                    self.compile_s = event.compile_s
             if self.on_event:
                 self.on_event(event)
 
@@ -74,7 +81,7 @@ def vm_data_bytes(pid: int) -> int | None:
     return None
 
 
-class _Sampler(threading.Thread):
+class Sampler(threading.Thread):
     """Peak RSS of the process tree, and NVML memory, at a fixed interval."""
 
     def __init__(self, pid: int, interval_s: float, gpu: GpuMonitor | None,
@@ -122,7 +129,7 @@ class _Sampler(threading.Thread):
             self.stop_event.wait(self.interval_s)
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -197,12 +204,12 @@ class Standby:
         self.proc = subprocess.Popen([*child_command(), "--standby"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        self.reader = _Reader(self.proc.stdout, None)
+        self.reader = Reader(self.proc.stdout, None)
         self.reader.start()
         self.paused = False
 
     def ready(self) -> bool:
-        return self.reader.last_event.get("phase") == "ready"
+        return self.reader.phase is not None and self.reader.phase.phase == "ready"
 
     def usable(self) -> bool:
         try:
@@ -225,7 +232,7 @@ class Standby:
             self.paused = False
 
     def close(self) -> None:
-        _kill_group(self.proc)
+        kill_group(self.proc)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -24,16 +24,16 @@ from vramtune.measure.nvml import GpuMonitor, Nvml
 from vramtune.measure.oom import cap_not_applied, classify_text, diagnosed_death, split_noise
 from vramtune.measure.process import (
     EventCallback,
+    Reader,
+    Sampler,
     Standby,
-    _kill_group,
-    _Reader,
-    _Sampler,
     child_command,
     child_env,
+    kill_group,
     standby_key,
     trial_dir,
 )
-from vramtune.measure.wire import PROOF_FIELDS, ChildReport, Launched
+from vramtune.measure.wire import PROOF_FIELDS, ChildReport, Launched, TrialSpec
 from vramtune.records import Purpose, Status, TrialResult, utc_now
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile, profile_folder
@@ -262,35 +262,69 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
     invalid = invalid_result(request)
     if invalid is not None:
         return invalid
-    profile = request.profile
-    shape = profile.shape_for(request.num_envs, request.device_count)
-    assert shape is not None
-    if cap is None:  # a lone trial; a sweep's executor decides the cap once for all
+    if cap is None:  # a caller that planned none: the budget as given, on this machine
         cap = plan_cap(request.enforced_bytes, nvml, overhead_bytes,
                        devices=request.device_count, runtime_total_bytes=runtime_total_bytes)
-    timeout_s = request.timeout_s if request.timeout_s is not None else profile.timeout_s
-    monitor = None
-    if nvml is not None and nvml.available and cap.backend == "gpu":
-        monitor = GpuMonitor(nvml, cap.visible_uuids)
+    timeout_s = request.timeout_s if request.timeout_s is not None else request.profile.timeout_s
+    with trial_dir() as tmp:
+        trial = RunningTrial.launch(request, cap, Path(tmp), on_event, nvml=nvml,
+                                    standby=standby)
+        trial.wait(timeout_s, on_tick)
+        child = trial.report()
+    return build_record(request, cap, trial, child, nvml, timeout_s)
+
+
+def trial_spec(request: TrialRequest, cap: Cap, result_path: Path) -> TrialSpec:
+    """What the child is asked to run: the request's shape under this cap."""
+    profile = request.profile
+    shape = profile.shape_for(request.num_envs, request.device_count)
+    assert shape is not None, "invalid sizes never reach a child (invalid_result)"
     cache_dir = request.compile_cache_dir
     if cap.backend == "cpu" and cap.rlimit_data_bytes is not None \
             and not request.cache_under_cpu_cap:
         cache_dir = None  # the cold peak: what a first training run under this cap meets
     if cache_dir and cap.cache_tag is not None:
         cache_dir = str(Path(cache_dir) / cap.cache_tag)
-    with trial_dir() as tmp:
-        result_path = Path(tmp) / "result.json"
-        spec = {"profile": profile.to_dict(), "num_envs": request.num_envs,
-                "batch_size": shape.batch_size, "num_minibatches": shape.num_minibatches,
-                "rlimit_data_bytes": cap.rlimit_data_bytes, "result_path": str(result_path),
-                "compile_cache_dir": cache_dir,
-                "training_steps": request.training_steps,
-                "import_path": profile_folder(profile)}
-        spec_path = Path(tmp) / "spec.json"
-        spec_path.write_text(json.dumps(spec))
+    return TrialSpec(profile=profile.to_dict(), num_envs=request.num_envs,
+                     batch_size=shape.batch_size, num_minibatches=shape.num_minibatches,
+                     result_path=str(result_path), rlimit_data_bytes=cap.rlimit_data_bytes,
+                     compile_cache_dir=cache_dir, training_steps=request.training_steps,
+                     import_path=profile_folder(profile))
+
+
+@dataclass
+class RunningTrial:
+    """A launched trial: its process, the threads reading and sampling it, and what the
+    wait saw (exit status, resource usage, a timeout or a cap found not in force)."""
+
+    request: TrialRequest
+    cap: Cap
+    proc: subprocess.Popen[bytes]
+    reader: Reader
+    sampler: Sampler | None
+    monitor: GpuMonitor | None
+    result_path: Path
+    started: float
+    notes: list[str]
+    exit_status: int | None = None
+    rusage: Any = None
+    timed_out: bool = False
+    wall_s: float | None = None
+
+    @classmethod
+    def launch(cls, request: TrialRequest, cap: Cap, folder: Path,
+               on_event: EventCallback | None, *, nvml: Nvml | None = None,
+               standby: Standby | None = None) -> RunningTrial:
+        """Write the spec, start the child (or hand the spec to a matching standby), start
+        watching it."""
+        spec = trial_spec(request, cap, folder / "result.json")
+        spec_path = folder / "spec.json"
+        spec.write(spec_path)
+        monitor = None
+        if nvml is not None and nvml.available and cap.backend == "gpu":
+            monitor = GpuMonitor(nvml, cap.visible_uuids)
         notes = list(cap.notes)
-        if standby is not None and (standby.key != standby_key(cap)
-                                    or not standby.usable()):
+        if standby is not None and (standby.key != standby_key(cap) or not standby.usable()):
             standby.close()
             standby = None
         started = time.perf_counter()
@@ -307,82 +341,98 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, env=child_env(cap),
                                     start_new_session=True)
-            reader = _Reader(proc.stdout, on_event)
+            reader = Reader(proc.stdout, on_event)
             reader.start()
         if on_event:
             on_event(Launched(proc.pid, request.num_envs))
         sampler = None
         if request.sample_interval_s:
-            sampler = _Sampler(proc.pid, request.sample_interval_s, monitor, on_event)
+            sampler = Sampler(proc.pid, request.sample_interval_s, monitor, on_event)
             sampler.start()
-        timed_out = False
-        early_mismatch: str | None = None
-        exit_status = rusage = None
+        return cls(request, cap, proc, reader, sampler, monitor, Path(spec.result_path),
+                   started, notes)
+
+    def wait(self, timeout_s: float, on_tick: Callable[[], None] | None = None) -> None:
+        """Until the child exits, runs past ``timeout_s``, or shows (once JAX is up) that it
+        is not under its cap: a trial not under its cap is stopped then, not after training.
+        Whatever ends the wait (Ctrl-C included), no trial outlives it."""
+        proc, checked = self.proc, False
         try:
-            deadline = started + timeout_s
+            deadline = self.started + timeout_s
             while True:
-                pid, exit_status, rusage = os.wait4(proc.pid, os.WNOHANG)
+                pid, self.exit_status, self.rusage = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
                     break
-                early = reader.last_event.get("proof")
-                if early_mismatch is None and isinstance(early, dict):
-                    # JAX is up: a trial not under its cap is stopped now, not after training
-                    early_mismatch = cap_mismatch(cap, early, request.device_count) or ""
-                    if early_mismatch:
-                        _kill_group(proc)
-                        _, exit_status, rusage = os.wait4(proc.pid, 0)
+                proof = self.reader.proof
+                if not checked and proof is not None:
+                    checked = True
+                    if cap_mismatch(self.cap, proof.fields, self.request.device_count):
+                        kill_group(proc)
+                        _, self.exit_status, self.rusage = os.wait4(proc.pid, 0)
                         break
                 if time.perf_counter() > deadline:
-                    timed_out = True
-                    _kill_group(proc)
-                    _, exit_status, rusage = os.wait4(proc.pid, 0)
+                    self.timed_out = True
+                    kill_group(proc)
+                    _, self.exit_status, self.rusage = os.wait4(proc.pid, 0)
                     break
                 if on_tick:
                     on_tick()
                 time.sleep(0.02)
         except BaseException:
             # Ctrl-C, SIGTERM turned into an exception, anything: no trial outlives us.
-            _kill_group(proc)
+            kill_group(proc)
             try:
                 os.wait4(proc.pid, 0)
             except ChildProcessError:
                 pass
             raise
         finally:
-            if sampler:
-                sampler.stop_event.set()
-        _kill_group(proc)  # anything the child left in its group
-        proc.returncode = os.waitstatus_to_exitcode(exit_status) if exit_status is not None \
-            else None
-        wall_s = time.perf_counter() - started
+            if self.sampler:
+                self.sampler.stop_event.set()
+        kill_group(proc)  # anything the child left in its group
+        proc.returncode = (os.waitstatus_to_exitcode(self.exit_status)
+                           if self.exit_status is not None else None)
+        self.wall_s = time.perf_counter() - self.started
         if proc.stdin:
             try:
                 proc.stdin.close()
             except OSError:
                 pass
-        reader.join(timeout=5)
-        if sampler:
-            sampler.join(timeout=5)
-        child: ChildReport | None = None
-        if result_path.exists():
-            try:
-                child = ChildReport.from_dict(json.loads(result_path.read_text()))
-            except (OSError, json.JSONDecodeError, TypeError):
-                child = None
+        self.reader.join(timeout=5)
+        if self.sampler:
+            self.sampler.join(timeout=5)
+
+    def report(self) -> ChildReport | None:
+        """The child's report, or None when it wrote none (or died writing it)."""
+        if not self.result_path.exists():
+            return None
+        try:
+            return ChildReport.from_dict(json.loads(self.result_path.read_text()))
+        except (OSError, json.JSONDecodeError, TypeError):
+            return None
+
+
+def build_record(request: TrialRequest, cap: Cap, trial: RunningTrial,
+                 child: ChildReport | None, nvml: Nvml | None, timeout_s: float) -> TrialResult:
+    """The trial's record: the child's figures, the parent's (peak RSS, NVML, the sampled
+    data segment), the verdict (``classify``) and the cap check."""
+    profile, reader, sampler, proc = request.profile, trial.reader, trial.sampler, trial.proc
+    shape = profile.shape_for(request.num_envs, request.device_count)
+    assert shape is not None
+    notes = list(trial.notes)
     peak_data = _max_known(child.host_peak_data_bytes if child else None,
                            sampler.data_peak if sampler else None)
-    status, error_type, message = classify(child, proc.returncode, timed_out,
+    status, error_type, message = classify(child, proc.returncode, trial.timed_out,
                                             "\n".join(reader.tail),
                                             rlimit_data_bytes=cap.rlimit_data_bytes,
                                             peak_data_bytes=peak_data,
                                             last_data_bytes=sampler.data_last if sampler
                                             else None)
     measured = child.record_fields() if child is not None else {}
-    early = reader.last_event.get("proof")
-    if child is None and isinstance(early, dict):  # died or timed out after JAX started
-        measured.update({k: v for k, v in early.items() if k in PROOF_FIELDS})
-    if measured.get("compile_s") is None and "compile_s" in reader.last_event:
-        measured["compile_s"] = reader.last_event["compile_s"]  # a timed-out trial's partial figure
+    if child is None and reader.proof is not None:  # died or timed out after JAX started
+        measured.update({k: v for k, v in reader.proof.fields.items() if k in PROOF_FIELDS})
+    if measured.get("compile_s") is None and reader.compile_s is not None:
+        measured["compile_s"] = reader.compile_s  # a timed-out trial's partial figure
     proof = {k: measured.get(k) for k in PROOF_FIELDS}
     mismatch = cap_mismatch(cap, proof, request.device_count)
     if mismatch is not None:  # never an uncapped figure under a capped label
@@ -393,8 +443,8 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
     process_per_device: list[int | None] | None = None
     if nvml is not None and not nvml.available:
         nvml_note = nvml.notice
-    elif monitor is not None and sampler is not None:
-        peaks = monitor.peaks()
+    elif trial.monitor is not None and sampler is not None:
+        peaks = trial.monitor.peaks()
         process_peak, device_peak = peaks.process_peak_max_bytes, peaks.device_used_peak_max_bytes
         process_per_device = peaks.process_peak_bytes
         nvml_note = "; ".join(peaks.notes) or None
@@ -413,8 +463,9 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         error_type = "timeout"
     where = child.error_where if child is not None else None
     if status is Status.TIMEOUT:
-        phase = reader.last_event.get("phase")
+        phase = reader.phase.phase if reader.phase is not None else None
         message = f"killed after {timeout_s:g} s" + (f" while {phase}" if phase else "")
+    rusage = trial.rusage
     peak_rss = rusage.ru_maxrss * 1024 if rusage is not None and rusage.ru_maxrss else None
     return TrialResult(
         status=status, profile=profile.name, profile_hash=profile.hash,
@@ -432,7 +483,7 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         nvml_note=nvml_note, host_peak_rss_bytes=peak_rss,
         host_peak_data_bytes=peak_data,
         host_tree_rss_peak_bytes=sampler.tree_rss_peak if sampler else None,
-        wall_s=wall_s, exit_code=proc.returncode, error_type=error_type,
+        wall_s=trial.wall_s, exit_code=proc.returncode, error_type=error_type,
         error_message=message, error_where=where, versions=machine.versions(),
         gpu_name=info.name if info else None, gpu_driver=info.driver if info else None,
         gpu_total_bytes=info.total_bytes if info else None, timestamp=utc_now(),

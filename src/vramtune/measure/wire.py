@@ -12,9 +12,33 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 EVENT_PREFIX = "@@vramtune "
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """What the parent asks of one trial child, written once as JSON in the trial's folder."""
+
+    profile: dict[str, Any]  # Profile.to_dict(): the child rebuilds the profile from it
+    num_envs: int
+    batch_size: int
+    num_minibatches: int
+    result_path: str  # where the child writes its ChildReport
+    rlimit_data_bytes: int | None = None  # CPU cap, set before JAX is imported
+    compile_cache_dir: str | None = None
+    training_steps: int | None = None  # train exactly this long (a confirming run)
+    import_path: str | None = None  # the profile's folder, for its env modules
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(dataclasses.asdict(self)))
+
+    @classmethod
+    def read(cls, path: str | Path) -> TrialSpec:
+        """The spec the parent wrote (an unknown field fails here, loudly)."""
+        return cls(**json.loads(Path(path).read_text()))
 
 
 @dataclass(frozen=True)
@@ -58,10 +82,6 @@ class ChildReport:
             return None
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
-
-    def proof(self) -> dict[str, Any]:
-        """The fields that show which cap the child really ran under."""
-        return {k: getattr(self, k) for k in PROOF_FIELDS}
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

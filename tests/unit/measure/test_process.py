@@ -4,13 +4,13 @@ import os
 import time
 
 from vramtune.measure.oom import classify_text, diagnosed_death
-from vramtune.measure.process import TAIL_LINE_CHARS, _Reader
+from vramtune.measure.process import TAIL_LINE_CHARS, Reader
 
 
 def _read(data: bytes) -> list[str]:
     r, w = os.pipe()
     with os.fdopen(r, "rb") as rd:
-        reader = _Reader(rd, None)
+        reader = Reader(rd, None)
         reader.start()
         with os.fdopen(w, "wb") as wr:
             wr.write(data)
