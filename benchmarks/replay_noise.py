@@ -26,6 +26,7 @@ import statistics
 from pathlib import Path
 
 from vramtune.measure.footprint import Footprint, SizeFootprint
+from vramtune.records import Status
 from vramtune.tune import search
 from vramtune.tune.planner import candidates
 from vramtune.tune.prior import slope_prior
@@ -66,7 +67,7 @@ def trials_to_boundary(curve, grid, cap: float, sd: float, seed: int, **space) -
         for n in proposal.sizes:
             peak = curve(n) + rng.gauss(0.0, sd)
             fits = peak <= cap
-            trials.append(search.Trial(n, search.OK if fits else search.OOM,
+            trials.append(search.Trial(n, Status.OK if fits else Status.OOM,
                                        peak if fits else None))
     raise RuntimeError("the search did not finish")
 

@@ -29,6 +29,10 @@ class Status(StrEnum):
 
 
 FAILED_BY_MEMORY = frozenset({Status.OOM})
+# Past the boundary whatever the peak: the size ran out, crashed (under a CPU cap some OOMs
+# end by a signal) or ran past its time limit.
+BOUNDARY_FAILURES = frozenset({Status.OOM, Status.TIMEOUT, Status.CRASH})
+STOPPERS = frozenset({Status.ERROR, Status.INVALID})  # not a memory limit: fix the workload
 
 
 class Objective(StrEnum):

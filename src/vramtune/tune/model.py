@@ -261,12 +261,6 @@ class Model:
         se = self.sigma_bytes * math.sqrt(max(float(d @ np.array(self.xtx_inv) @ d), 0.0))
         return slope, slope - t_quantile(confidence, self.dof) * se
 
-    def predict(self, num_envs: float, shape: Shape | int | float | None = None,
-                confidence: float = CONFIDENCE) -> tuple[float, float]:
-        """(mean, upper) bytes: the expected peak and the bound a new trial stays under."""
-        p = self.interval(num_envs, shape, confidence)
-        return p.mean_bytes, p.upper_bytes
-
     def largest_fitting(self, candidates: Iterable[int], limit_bytes: float,
                         shape_of: ShapeOf | None = None,
                         confidence: float = CONFIDENCE) -> int | None:
@@ -280,12 +274,6 @@ class Model:
             if self.interval(n, shape, confidence).upper_bytes <= limit_bytes:
                 best = n if best is None else max(best, n)
         return best
-
-
-def largest_fitting(model: Model | None, candidates: Iterable[int], limit_bytes: float,
-                    shape_of: ShapeOf | None = None, confidence: float = CONFIDENCE) -> int | None:
-    return None if model is None else model.largest_fitting(candidates, limit_bytes, shape_of,
-                                                            confidence)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from itertools import islice
 
-from vramtune.records import Purpose, Status, TrialResult
+from vramtune.records import STOPPERS, Purpose, Status, TrialResult
 from vramtune.tune import search
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.recommend import does_not_fit_words, past_boundary
@@ -30,11 +30,9 @@ from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile
 from vramtune.workload.rules import ScalingPolicy
 
-BOUNDARY_FAILURES = frozenset({Status.OOM, Status.TIMEOUT, Status.CRASH})
-
 
 class SearchMethod(StrEnum):
-    PREDICTIVE = "predictive"  # a memory model aims the search (issue 13)
+    PREDICTIVE = "predictive"  # a memory model aims the search
     BISECT = "bisect"  # doubling, then bisection: nothing measured is used to aim
 
 
@@ -87,16 +85,6 @@ class Step:
     predicted_bytes: tuple[float, float] | None = None
 
 
-def failed(result: TrialResult, limit_bytes: int | None) -> bool:
-    """Past the boundary: ran out of memory, over the headroom line, or too slow / killed."""
-    if result.status in BOUNDARY_FAILURES:
-        return True
-    if result.status is Status.OK and limit_bytes is not None:
-        peak = result.peak_bytes
-        return peak is not None and peak > limit_bytes
-    return False
-
-
 def next_valid_at_least(n: int, space: SearchSpace) -> int | None:
     return next(iter(space.valid_between(n, space.max_envs)), None)
 
@@ -136,7 +124,7 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
             return Step(StepKind.DONE, None, f"stopped: num_envs={size} ended in {result.status} "
                                           f"({_last_line(result.error_message)}); that is not a "
                                           f"memory limit, fix the workload first")
-        if failed(result, space.limit_bytes):
+        if past_boundary(result, space.limit_bytes):
             first_fail = size
             break
         last_fit = size
@@ -150,9 +138,9 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
     refined = [r for r in results if last_fit < r.num_envs < first_fail]
     # hi first: a size that fitted its search trial and then failed its proof run is a
     # failure, and the largest fit is taken below it
-    hi = min([first_fail, *(r.num_envs for r in refined if failed(r, space.limit_bytes))])
+    hi = min([first_fail, *(r.num_envs for r in refined if past_boundary(r, space.limit_bytes))])
     lo = max([last_fit, *(r.num_envs for r in refined if r.status is Status.OK
-                          and r.num_envs < hi and not failed(r, space.limit_bytes))])
+                          and r.num_envs < hi and not past_boundary(r, space.limit_bytes))])
     # The budget counts search trials below the lowest failed proof run: one that failed
     # its confirmation opens a new interval below it, with the budget afresh.
     proof_fail = min((r.num_envs for r in results if r.purpose is not Purpose.SEARCH),
@@ -187,12 +175,12 @@ def _refinement_size(lo: int, hi: int, space: SearchSpace, taken: Iterable[int])
         if not candidates:
             return None
         middle = [n for n in candidates if lo + quarter <= n <= hi - quarter] or candidates
-        return min(middle, key=lambda n: (-_roundness(n), abs(n - midpoint)))
+        return min(middle, key=lambda n: (-search.roundness(n), abs(n - midpoint)))
     # Too many valid sizes to list: the same choice, found from the roundest sizes down
     # (odd multiples of 2**t, nearest the midpoint first), so the first valid one is it;
     # if that probe runs out of budget, the valid sizes are streamed (never stored).
     def key(n: int) -> tuple[int, float]:
-        return (-_roundness(n), abs(n - midpoint))
+        return (-search.roundness(n), abs(n - midpoint))
 
     for a, b in ((math.ceil(lo + quarter), math.floor(hi - quarter)), (lo + 1, hi - 1)):
         found, complete = _roundest_first(a, b, midpoint, space, taken)
@@ -239,11 +227,6 @@ def _outward(first: int, last: int, target: float) -> Iterable[int]:
         else:
             yield up
             up += 1
-
-
-def _roundness(n: int) -> int:
-    """Trailing zero bits: prefer 1536 over 1535 when both are equally close."""
-    return (n & -n).bit_length()
 
 
 def _last_line(text: str | None) -> str:
@@ -317,7 +300,7 @@ def as_trial(result: TrialResult, limit_bytes: int | None) -> search.Trial:
     # the recommender's rule (an ok trial under a cap no larger than the line proved it)
     over = result.status is Status.OK and past_boundary(result, limit_bytes)
     figure = model_figure_bytes(result) if result.status is Status.OK else None
-    return search.Trial(result.num_envs, str(result.status),
+    return search.Trial(result.num_envs, result.status,
                         float(figure) if figure is not None else None,
                         shape if None not in shape else None, over,  # type: ignore[arg-type]
                         proof=result.purpose is not Purpose.SEARCH)
@@ -343,7 +326,7 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -
     sp = search.Space(tuple(grid), limit, space.start, refine=space.refine,
                       shape_of=space.shape_of, use_model=use_model, prior=space.prior)
     trials = [as_trial(r, space.limit_bytes) for r in results]
-    stopper = next((r for r in results if r.status in (Status.ERROR, Status.INVALID)), None)
+    stopper = next((r for r in results if r.status in STOPPERS), None)
     if stopper is not None:  # the message says why, as plan() does
         return [Step(StepKind.DONE, None, f"stopped: num_envs={stopper.num_envs} ended in "
                                        f"{stopper.status} ({_last_line(stopper.error_message)}); "

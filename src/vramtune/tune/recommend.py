@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from vramtune.records import Objective, Purpose, Status, TrialResult
+from vramtune.records import BOUNDARY_FAILURES, Objective, Purpose, Status, TrialResult
 from vramtune.units import format_bytes, headroom_limit_bytes
 
 RANKED = frozenset({Purpose.SEARCH, Purpose.ALONE})  # trials whose steps/s may be compared
@@ -118,7 +118,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
 
 def past_boundary(result: TrialResult, limit_bytes: int | None) -> bool:
     """Ran out of memory, crashed or timed out, or peaked over the headroom line."""
-    if result.status in (Status.OOM, Status.CRASH, Status.TIMEOUT):
+    if result.status in BOUNDARY_FAILURES:
         return True
     return (result.status is Status.OK and limit_bytes is not None
             and under_line(result, limit_bytes) is False)

@@ -46,11 +46,10 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from vramtune.records import BOUNDARY_FAILURES, STOPPERS, Status
 from vramtune.tune import model as mm
 
-OK, OOM, TIMEOUT, CRASH, ERROR, INVALID = "ok", "oom", "timeout", "crash", "error", "invalid"
-BOUNDARY_FAILURES = frozenset({OOM, TIMEOUT, CRASH})
-STOPPERS = frozenset({ERROR, INVALID})
+OK, OOM, CRASH = Status.OK, Status.OOM, Status.CRASH
 MIN_SPAN = 0.2  # P(lo fits) - P(hi fits) under the model: less, and it cannot aim between them
 CRAWL = 5  # that many fits within the top octave, nothing failed: double (gallop steps too short)
 WALK = 3  # consecutive fitting candidates at the top, proposed one above the other: stop trusting
@@ -59,7 +58,7 @@ WALK = 3  # consecutive fitting candidates at the top, proposed one above the ot
 @dataclass(frozen=True)
 class Trial:
     num_envs: int
-    status: str  # ok | oom | timeout | crash | error | invalid
+    status: Status  # a plain string ('oom') compares equal
     peak_bytes: float | None = None  # the figure the model fits (what the cap counts); None: unknown
     shape: tuple[int, int, int] | None = None  # (batch_size, num_minibatches, unroll_length)
     over_limit: bool = False  # ran ok, but a peak the sweep holds to the limit was above it
@@ -102,8 +101,10 @@ class Proposal:
         return not self.sizes
 
 
-def failed(trial: Trial, limit_bytes: float) -> bool:
-    """Past the boundary: out of memory, timed out, crashed, or a peak above the limit."""
+def past_boundary(trial: Trial, limit_bytes: float) -> bool:
+    """``recommend.past_boundary`` on the search's view of a trial: out of memory, timed
+    out, crashed, over the line by the recommender's rule (``over_limit``), or a model
+    figure above the line the model is held to."""
     if trial.status in BOUNDARY_FAILURES or trial.over_limit:
         return True
     return trial.status == OK and trial.peak_bytes is not None and trial.peak_bytes > limit_bytes
@@ -162,7 +163,8 @@ def _start(space: Space, grid: Sequence[int]) -> int | None:
     return None if s is None else next((c for c in grid if c >= s), None)
 
 
-def _roundness(n: int) -> int:
+def roundness(n: int) -> int:
+    """Trailing zero bits: prefer 1536 over 1535 when both are equally close."""
     return (n & -n).bit_length()
 
 
@@ -198,7 +200,7 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
         return Proposal("bootstrap", tuple(sizes), f"bootstrap: {_list(sizes)} envs")
 
     measured = {t.num_envs for t in trials}
-    failing = sorted({t.num_envs for t in trials if failed(t, space.limit_bytes)})
+    failing = sorted({t.num_envs for t in trials if past_boundary(t, space.limit_bytes)})
     hi = failing[0] if failing else None
     fitting = sorted(n for n in measured - set(failing) if hi is None or n < hi)
     lo = fitting[-1] if fitting else None
@@ -292,29 +294,10 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                     f"envs{why}", lo, hi, {}, model, tuple(missed))
 
 
-def fill_below(trials: Sequence[Trial], space: Space, k: int = 1) -> list[int]:
-    """Sizes an objective that compares throughput below the boundary ('knee') still needs:
-    the bootstrap ladder's doubling sizes from the start up to the largest fit, not measured.
-    The predictive search skips most of them; run them after the boundary (in parallel, their
-    memory verdicts are not needed, only their steps/s: measure those alone)."""
-    grid = sorted(set(space.candidates))
-    start = _start(space, grid)
-    if start is None:
-        return []
-    measured = {t.num_envs for t in trials}
-    fits = [t.num_envs for t in trials if not failed(t, space.limit_bytes)]
-    fails = [t.num_envs for t in trials if failed(t, space.limit_bytes)]
-    top = max((n for n in fits if not fails or n < min(fails)), default=None)
-    if top is None:
-        return []
-    return [n for n in doubling_ladder([c for c in grid if c >= start], start)
-            if n < top and n not in measured]
-
-
 def _only_proof_failed(trials: Sequence[Trial], n: int, limit_bytes: float) -> bool:
     """Size n failed only in a proof run (a repeat or the confirmation), not in the search."""
     here = [t for t in trials if t.num_envs == n]
-    return any(t.proof for t in here) and not any(not t.proof and failed(t, limit_bytes)
+    return any(t.proof for t in here) and not any(not t.proof and past_boundary(t, limit_bytes)
                                                   for t in here)
 
 
@@ -464,7 +447,7 @@ def _spread_fill(chosen: list[int], pool: Sequence[int], k: int) -> list[int]:
     rest = [n for n in pool if n not in chosen]
     while len(chosen) < k and rest:
         best = max(rest, key=lambda n: (min(abs(math.log(n / c)) for c in chosen) if chosen
-                                        else 0.0, _roundness(n), -n))
+                                        else 0.0, roundness(n), -n))
         chosen.append(best)
         rest.remove(best)
     return sorted(chosen)
@@ -481,7 +464,7 @@ def _kary_pick(open_: list[int], lo: int, hi: int, k: int) -> list[int]:
         target = lo + j * width
         window = [n for n in open_ if abs(n - target) <= width / 2 and n not in chosen]
         pool = window or [n for n in open_ if n not in chosen]
-        chosen.append(min(pool, key=lambda n: (-_roundness(n), abs(n - target))))
+        chosen.append(min(pool, key=lambda n: (-roundness(n), abs(n - target))))
     return sorted(chosen)
 
 

@@ -59,7 +59,8 @@ def test_planning_is_fast_for_any_maximum(policy, bs, nmb, start, top):
 def test_a_wide_gap_is_refined_like_the_full_list(lo, width, modulus, residue):
     """Over 65536 valid sizes between the last fit and the first failure, the pick is found
     roundest-first instead of listing them all; it must be the same pick."""
-    from vramtune.tune.planner import SearchSpace, _refinement_size, _roundness
+    from vramtune.tune.planner import SearchSpace, _refinement_size
+    from vramtune.tune.search import roundness as _roundness
 
     hi = lo + width
 

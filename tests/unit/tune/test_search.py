@@ -10,6 +10,7 @@ from itertools import pairwise
 
 import pytest
 
+from vramtune.records import Status
 from vramtune.tune import search as S
 
 MiB = 2 ** 20
@@ -65,11 +66,11 @@ def space(limit_mib, lo=256, hi=4096, **kw):
 
 
 def ok(n, mib, shape=None):
-    return S.Trial(n, S.OK, mib * MiB, shape)
+    return S.Trial(n, Status.OK, mib * MiB, shape)
 
 
 def oom(n):
-    return S.Trial(n, S.OOM)
+    return S.Trial(n, Status.OOM)
 
 
 def drive(memory_mib, sp: S.Space, k=1, noise=0.0, seed=0, max_rounds=200):
@@ -207,7 +208,7 @@ def test_start_fails():
 
 
 def test_error_stops():
-    prop = S.propose([ok(256, 781), S.Trial(1024, S.ERROR)], space(1144), 1)
+    prop = S.propose([ok(256, 781), S.Trial(1024, Status.ERROR)], space(1144), 1)
     assert prop.done and "not a memory limit" in prop.reason
 
 
@@ -234,7 +235,7 @@ def test_ok_over_the_limit_is_a_failure_and_is_fitted():
 
 
 def test_timeout_is_a_boundary_failure():
-    prop = S.propose([ok(256, 781), S.Trial(1024, S.TIMEOUT)], space(1144), 1)
+    prop = S.propose([ok(256, 781), S.Trial(1024, Status.TIMEOUT)], space(1144), 1)
     assert prop.fails == 1024 and all(256 < n < 1024 for n in prop.sizes)
 
 
@@ -269,7 +270,7 @@ def test_terminates_and_never_reproposes_under_arbitrary_outcomes(k, with_prior)
             assert not set(prop.sizes) & {t.num_envs for t in trials}
             for n in prop.sizes:
                 trials.append(rng.choice([ok(n, rng.uniform(200, 4000)), oom(n),
-                                          S.Trial(n, S.CRASH)]))
+                                          S.Trial(n, Status.CRASH)]))
         else:
             raise AssertionError("did not terminate within len(candidates) rounds")
 
@@ -300,24 +301,17 @@ def test_noisy_sweeps_terminate_and_bracket_within_a_grid_step_mostly():
     assert close / total >= 0.85
 
 
-def test_fill_below_names_the_ladder_sizes_a_knee_objective_still_needs():
-    sp = space(1144)
-    trials = [ok(256, 781), ok(1024, 957), ok(1536, 1141), oom(1664)]
-    assert S.fill_below(trials, sp) == [512]
-    assert S.fill_below([oom(256)], sp) == []
-
-
 def test_a_size_that_failed_only_its_proof_run_is_bisected_below_not_predicted():
     # the model is fitted to search trials, which 1024 passed: after its confirmation
     # failed, the edge of the longer run lies somewhere below, and bisection looks for it
     sp = space(1144)
-    trials = [ok(256, 781), ok(1024, 957), oom(1152), S.Trial(1024, S.OOM, proof=True)]
+    trials = [ok(256, 781), ok(1024, 957), oom(1152), S.Trial(1024, Status.OOM, proof=True)]
     prop = S.propose(trials, sp, 1)
     assert prop.phase == "bisect" and (prop.fits, prop.fails) == (256, 1024)
     assert prop.sizes == (512,) and "failed a longer run" in prop.reason
     assert S.propose(trials, sp, 2).sizes == (512, 768)  # k-ary between, too
     # a size that failed its search trial too is the search's own failure: model as before
-    both = [ok(256, 781), ok(512, 820), oom(1024), S.Trial(1024, S.OOM, proof=True)]
+    both = [ok(256, 781), ok(512, 820), oom(1024), S.Trial(1024, Status.OOM, proof=True)]
     assert "failed a longer run" not in S.propose(both, sp, 1).reason
 
 
@@ -371,7 +365,7 @@ def test_fits_one_above_the_other_gallop_up_the_grid_not_double():
 
 def test_a_timeout_is_no_evidence_of_memory_the_line_is_not_raised():
     sp = space(1144, prior=prior(0.25))
-    prop = S.propose([ok(256, 781), S.Trial(1408, S.TIMEOUT)], sp, 1)
+    prop = S.propose([ok(256, 781), S.Trial(1408, Status.TIMEOUT)], sp, 1)
     assert "raised" not in prop.reason and prop.phase == "bisect"
 
 
