@@ -1,4 +1,4 @@
-"""Real predictive sweeps (issue 13): quick at small sizes on the CPU backend."""
+"""Real predictive sweeps: quick at small sizes on the CPU backend."""
 
 from __future__ import annotations
 

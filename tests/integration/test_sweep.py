@@ -25,7 +25,7 @@ def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path):
     run_dir = tmp_path / "run"
     # --no-cache: a warm compile cache skips compilation and its ~150 MB of host memory, which
     # would move the CPU boundary depending on what ran before. 2048 envs never fit in 1.3 GB.
-    # --search bisect: today's doubling, then bisection (tests/integration/test_search.py
+    # --search bisect: doubling, then bisection (tests/integration/test_search.py
     # sweeps with the predictive default). --confirm-steps 10: the long confirming run is
     # tested in test_fidelity; here it only has to happen, at the recommended size.
     proc = run_cli("sweep", "--start", "256", "--max-envs", "2048", "--gpu-mem", "1.3GB",

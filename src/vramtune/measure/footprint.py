@@ -1,5 +1,5 @@
 """XLA's compile-time count of the training epoch's buffers at a few sizes: a prior for the
-memory model, never a measurement of a peak (issue 13).
+memory model, never a measurement of a peak.
 
 ``python -P -m vramtune.measure.footprint SPEC.json`` runs brax's own ``ppo.train`` for each
 size until it first calls its training epoch, lowers and compiles that call exactly as brax

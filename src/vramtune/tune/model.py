@@ -1,6 +1,6 @@
-"""A memory model fitted to the trials measured so far, with an honest uncertainty (issue 13).
+"""A memory model fitted to the trials measured so far, with an honest uncertainty.
 
-The model (DESIGN.md, "Brax PPO rules": two terms)::
+The model (how Brax PPO holds memory: what does not grow, and two terms that do)::
 
     peak = a + b * num_envs + c * rollout,   rollout = batch_size * num_minibatches * unroll_length
 
@@ -13,7 +13,7 @@ growing policies round num_minibatches up, up to 2x the unrolls per step) is pre
 the share of B the rollout might carry, anywhere between none and all of it (b, c >= 0): the
 upper bound takes the worst, the mean the middle.
 
-Uncertainty. Peaks jitter 2-4 % run to run (issue 10), so two points say little about the
+Uncertainty. Peaks jitter 2-4 % run to run (measured on ``quick``, CPU), so two points say little about the
 slope: their noise is what an extrapolation multiplies. The per-point noise sd is pooled from a
 prior (``FLOOR_SD`` = 1.5 % of the mean peak, worth ``PRIOR_DOF`` = 4 degrees of freedom) and
 the fit's residuals (n - p degrees of freedom); the one-sided margin for a new trial at x is
@@ -21,7 +21,7 @@ the fit's residuals (n - p degrees of freedom); the one-sided margin for a new t
 sqrt(1 + h)``. With two points and no residual that is 3.2 % of the peak times sqrt(1 + h), and
 it grows with the distance extrapolated. Calibration (1500 random affine truths each, jitter
 uniform): +-2 % -> the 95 % upper bound covers a fresh trial 96-100 % of the time; +-4 % (twice
-issue 10's spread) 86-89 %.
+the measured spread) 86-89 %.
 
 A prior on the growth (``SlopePrior``): XLA's compile-time ``memory_analysis()`` of the training
 epoch at two sizes, compiled and never run (``measure.footprint``), says how many bytes each env
@@ -43,7 +43,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-FLOOR_SD = 0.015  # relative sd of one peak: the prior run-to-run jitter (issue 10: 2-4 % spreads)
+FLOOR_SD = 0.015  # relative sd of one peak: the prior run-to-run jitter (2-4 % spreads measured)
 PRIOR_DOF = 4  # how many degrees of freedom that prior is worth against the residuals
 CONFIDENCE = 0.95  # one-sided: the upper bound a new trial's peak stays under
 CHECK_CONFIDENCE = 0.99  # a 'miss' is an outcome outside the two-sided interval at this level

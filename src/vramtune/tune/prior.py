@@ -1,5 +1,5 @@
 """The memory model's prior on growth: XLA's compile-time footprint of the training epoch at
-two sizes (``measure.footprint``), probed beside the sweep's first trial (issue 13).
+two sizes (``measure.footprint``), probed beside the sweep's first trial.
 
 With it the predictive search aims after one measured size instead of two: the first trial
 gives the intercept (everything XLA's count does not see), the footprint the bytes each env

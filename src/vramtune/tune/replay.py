@@ -1,4 +1,4 @@
-"""Replay the planner against recorded trials: how many rounds k workers need (issue 13).
+"""Replay the planner against recorded trials: how many rounds k workers need.
 
 Pure: the planner asks for sizes, a recorded memory curve answers with the outcome a trial
 under the cap would have had. The curve is the peaks real trials measured (the figure the

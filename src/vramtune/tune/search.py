@@ -1,12 +1,12 @@
 """The predictive search: measured trials -> the next size(s) to run, up to k at a time, or done.
 
-Issue 13. Pure (numpy via ``tune.model``), so it is tested on recorded sequences and a resumed
+Pure (numpy via ``tune.model``), so it is tested on recorded sequences and a resumed
 sweep replays it: the same trials, in any order, give the same proposal. ``tune.planner``
 turns sweep records into ``Trial``s and proposals into ``Step``s.
 
 The search runs on ``candidates``: the valid sizes the sweep may pick, thinned to round ones
 (``round_grid``: at most 4 significant bits, ..., 1024, 1152, 1280, ..., the resolution
-today's bisection reaches with ``--refine 3``). The boundary is found when the largest size
+the bisect search reaches with ``--refine 3``). The boundary is found when the largest size
 that fits and the smallest that fails are adjacent candidates.
 
 1. Bootstrap: the start and 4 x start (a longer lever for the first extrapolation than a
@@ -27,7 +27,7 @@ that fits and the smallest that fails are adjacent candidates.
    at least). The smallest failure a size the model still gives P(fits) >= ``surprise``: an
    OOM has no peak, so the line is shifted up until its mean there is the limit, and the
    model aims below it. Otherwise k-ary bisection between the largest fit and the smallest
-   failure (the roundest size near each split point: today's rule for k = 1), or doubling
+   failure (the roundest size near each split point: the bisect search's rule for k = 1), or doubling
    while nothing failed, when the model missed by more than its stated uncertainty
    (``model.misses``) or cannot place the edge between lo and hi (P(lo) - P(hi) < MIN_SPAN);
    after WALK consecutive candidates fitted at the top with nothing failed yet, a gallop up
@@ -455,7 +455,7 @@ def _spread_fill(chosen: list[int], pool: Sequence[int], k: int) -> list[int]:
 
 def _kary_pick(open_: list[int], lo: int, hi: int, k: int) -> list[int]:
     """k sizes splitting (lo, hi) into k+1 parts; at each split point the roundest candidate in
-    its window (the middle half for k = 1, as today's bisection), nearest the point among equals."""
+    its window (the middle half for k = 1, as the bisect search takes), nearest the point among equals."""
     if len(open_) <= k:
         return list(open_)
     width = (hi - lo) / (k + 1)

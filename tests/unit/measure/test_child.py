@@ -27,7 +27,7 @@ def test_steady_compares_the_last_figure_with_the_one_intervals_back(history, in
 
 
 def test_the_fidelity_shape_stops_after_the_second_epochs_buffer():
-    # measured shape (DESIGN.md, issue 10): the data segment takes one more ~286 MB buffer
+    # measured shape: the data segment takes one more ~286 MB buffer
     # in epoch 2, then creeps by 1-2 MiB; the rule must wait for the step, then stop
     history = [760, 1046, 1047, 1048]
     calls = [steady([h * MiB for h in history[:i + 1]], 2, 0.005) for i in range(4)]

@@ -191,7 +191,7 @@ def replay_rounds(memory_mib, sp: SearchSpace, k: int = 1):
 
 
 def quick_mib(n: float) -> float:
-    """quick's peaks as issue 13 measured them (781, 820, 957, 1003 MiB at 256..1152 envs)."""
+    """quick's measured peaks (781, 820, 957, 1003 MiB at 256..1152 envs)."""
     xs, ys = [256, 512, 1024, 1152], [781, 820, 957, 1003]
     for (x0, y0), (x1, y1) in zip(zip(xs, ys, strict=True), zip(xs[1:], ys[1:], strict=True),
                                   strict=False):

@@ -1,4 +1,4 @@
-"""Proving the pick (issue 10), as decisions over records: repeats, confirmations, caps.
+"""Proving the pick, as decisions over records: repeats, confirmations, caps.
 
 Pure: the records are built here; the sweep's real runs are in tests/integration.
 """

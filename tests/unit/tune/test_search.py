@@ -34,7 +34,7 @@ class Truth:
 
 
 def quick_memory(n: float) -> float:
-    """quick's measured peaks (issue 13: 781, 820, 957, 1003 MiB at 256, 512, 1024, 1152
+    """quick's measured peaks (781, 820, 957, 1003 MiB at 256, 512, 1024, 1152
     envs), linear between, the end slopes beyond: convex, so an affine model is wrong here."""
     xs, ys = [256, 512, 1024, 1152], [781, 820, 957, 1003]
     if n <= xs[0]:
@@ -195,7 +195,7 @@ def test_convex_truth_still_ends_on_the_right_bracket():
 def test_model_off_is_plain_kary_bisection():
     sp = space(1144, use_model=False)
     trials = [ok(256, 781), ok(1024, 957), oom(2048)]
-    assert S.propose(trials, sp, 1).sizes == (1536,)  # today's choice: roundest mid-half
+    assert S.propose(trials, sp, 1).sizes == (1536,)  # the bisect rule: roundest mid-half
     assert S.propose(trials, sp, 3).sizes == (1280, 1536, 1792)
     assert S.propose([ok(256, 781), ok(1024, 957)], sp, 1).sizes == (2048,)  # doubling
 
