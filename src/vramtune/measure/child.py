@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 import os
 import signal
 import statistics
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtune.measure.probe import rlimit_data_in_force, runtime_devices, set_rlimit_data
+from vramtune.measure.rates import median_interval
 from vramtune.measure.wire import ChildReport, encode_event
 from vramtune.results.files import write_atomic
 
@@ -140,26 +140,6 @@ def _pool_peak_bytes() -> int | None:
 
 EPOCHS_PER_INTERVAL = 64  # the epoch budget allows intervals this many epochs long
 MAX_RECORDED_INTERVALS = 64  # per-interval rates kept in the record (the last ones)
-MIN_CI_INTERVALS = 6  # fewer cannot bound a median at 95% (the best is 1 - 2/32)
-
-
-def median_interval(rates: list[float], confidence: float = 0.95
-                    ) -> tuple[float | None, float | None]:
-    """Distribution-free interval of the median: order statistics X_(k), X_(n+1-k) with the
-    largest k that keeps P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2. (None, None) when
-    there are too few rates for any interval at this confidence."""
-    n = len(rates)
-    alpha = (1 - confidence) / 2
-    k, tail = 0, 0.0
-    for j in range(n + 1):
-        tail += math.comb(n, j) / 2 ** n
-        if tail > alpha:
-            break
-        k = j + 1
-    if k < 1:
-        return None, None
-    ordered = sorted(rates)
-    return ordered[k - 1], ordered[n - k]
 
 
 class _Intervals:

@@ -144,6 +144,9 @@ def compare_rates(a: Rates, b: Rates, margin: float = DEFAULT_MARGIN) -> Compari
     if a.intervals and b.intervals:
         return compare(a.intervals, b.intervals, margin)
     ratio = a.median / b.median if a.median and b.median else math.nan
+    if not any((a.intervals, b.intervals, a.low, a.high, b.low, b.high)) and not math.isnan(ratio):
+        # Neither carries any spread (hand-made records, not a trial's): taken at its word.
+        return _verdict(ratio, ratio, ratio, margin)
     if None in (a.low, a.high, b.low, b.high) or not (b.low and b.high):
         return Comparison(Verdict.UNRESOLVED, ratio, None, None, margin)
     assert a.low is not None and a.high is not None and b.low is not None and b.high is not None
@@ -168,6 +171,7 @@ class SpeedPick:
     comparisons: dict[int, Comparison] = field(default_factory=dict)  # size vs the fastest
     remeasure: tuple[int, ...] = ()  # two sizes to measure again, interleaved; () resolved
     exhausted: bool = False  # unresolved, and no re-measurement is left: fastest median picked
+    rates: dict[int, Rates] = field(default_factory=dict)  # each candidate's evidence
 
     @property
     def versus_fastest(self) -> Comparison | None:
@@ -202,7 +206,8 @@ def pick_fastest(candidates: Sequence[Rates], margin: float = DEFAULT_MARGIN,
             remeasure = (fastest.num_envs, contender.num_envs)
         else:
             exhausted = True
-    return SpeedPick(pick.num_envs, fastest.num_envs, comparisons, remeasure, exhausted)
+    return SpeedPick(pick.num_envs, fastest.num_envs, comparisons, remeasure, exhausted,
+                     {c.num_envs: c for c in candidates})
 
 
 def percent(ratio: float) -> str:
@@ -218,6 +223,10 @@ def comparison_words(small: int, big: int, c: Comparison, *, fastest_is: int) ->
         spread = max(abs(c.low - 1), abs(c.high - 1)) * 100
         return (f"{big} and {small} within {percent(c.ratio)} (95% interval "
                 f"±{spread:.1f}%, margin {c.margin:.0%})")
+    if c.verdict is Verdict.FASTER and c.low == c.high:  # no spread recorded: no interval
+        return (f"{other if c.a_faster else fastest_is} is "
+                f"{percent(c.ratio if c.a_faster else 1 / c.ratio)} faster than "
+                f"{fastest_is if c.a_faster else other}")
     if c.verdict is Verdict.FASTER:
         assert c.low is not None and c.high is not None
         if c.a_faster:  # the candidate beat the fastest median

@@ -35,7 +35,7 @@ def test_the_fidelity_shape_stops_after_the_second_epochs_buffer():
 
 
 def test_median_interval_is_distribution_free():
-    from vramtune.measure.child import median_interval
+    from vramtune.measure.rates import median_interval
 
     assert median_interval([1.0] * 5) == (None, None)  # 5 cannot bound a median at 95%
     assert median_interval([3.0, 1.0, 2.0, 6.0, 5.0, 4.0]) == (1.0, 6.0)  # k = 1 at n = 6
