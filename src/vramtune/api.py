@@ -37,6 +37,7 @@ from vramtune.tune.sweep import (
     SweepOptions,
     prepare,
     prepare_by_type,
+    remeasure_pairs,
     run_sweeps,
 )
 from vramtune.tune.sweep import run_sweep as _run_sweep
@@ -214,7 +215,8 @@ def outcome(prepared: PreparedSweep, *, interrupted: bool = False) -> SweepOutco
     """The recommendation over what the prepared sweep has measured so far."""
     config, state = prepared.config, prepared.state
     rec = choose(state.results, config.budget_bytes, config.headroom_fraction,
-                 prepared.objective)
+                 prepared.objective, margin=config.speed_margin,
+                 remeasure_left=remeasure_pairs(state.results) < config.speed_remeasure)
     stopped = state.final_step.reason if state.final_step and not interrupted else None
     return SweepOutcome(prepared.run_dir, tuple(state.results), rec, stopped, state.reused,
                         interrupted)

@@ -146,7 +146,8 @@ def size_rates(num_envs: int, rows: Iterable[TrialResult]) -> Rates:
     rows = [r for r in rows if r.steps_per_s is not None]
     pooled = [x for r in rows for x in (r.steps_per_s_intervals or ())]
     if pooled:
-        return Rates(num_envs, statistics.median(pooled), tuple(pooled))
+        return Rates(num_envs, statistics.median(pooled), tuple(pooled), low=min(pooled),
+                     high=max(pooled), count=len(pooled))
     lows = [r.steps_per_s_min for r in rows if r.steps_per_s_min is not None]
     highs = [r.steps_per_s_max for r in rows if r.steps_per_s_max is not None]
     counts = [r.measured_intervals for r in rows if r.measured_intervals]
