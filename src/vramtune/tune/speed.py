@@ -58,10 +58,11 @@ class Comparison:
     high: float | None
     margin: float
     a_faster: bool | None = None  # set when the verdict is FASTER
+    why: str | None = None  # why there is no interval, when there is none
 
     def interval_words(self) -> str:
         if self.low is None or self.high is None:
-            return "95% interval unbounded: too few intervals"
+            return self.why or "95% interval unbounded: too few intervals"
         return f"95% interval {self.low:.3f}-{self.high:.3f}"
 
 
@@ -158,7 +159,8 @@ def compare_rates(a: Rates, b: Rates, margin: float = DEFAULT_MARGIN) -> Compari
         return Comparison(Verdict.UNRESOLVED, ratio, None, None, margin)
     low, high = a.low / b.high, a.high / b.low
     if low <= 1 <= high and not (1 - margin <= low and high <= 1 + margin):
-        return Comparison(Verdict.UNRESOLVED, ratio, None, None, margin)  # ranges overlap
+        return Comparison(Verdict.UNRESOLVED, ratio, None, None, margin,
+                          why="ranges overlap and no per-interval rates were recorded")
     return _verdict(ratio, low, high, margin)
 
 
