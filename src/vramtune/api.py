@@ -44,7 +44,14 @@ from vramtune.tune.budgets import Emission, Measurements, choose_for_budget, mer
 from vramtune.tune.planner import Step
 from vramtune.tune.recommend import Recommendation, choose
 from vramtune.tune.request import SweepRequest
-from vramtune.tune.sweep import PreparedSweep, prepare, prepare_by_type, run_sweep, run_sweeps
+from vramtune.tune.sweep import (
+    PreparedSweep,
+    prepare,
+    prepare_by_type,
+    remeasure_pairs,
+    run_sweep,
+    run_sweeps,
+)
 from vramtune.units import headroom_limit_bytes, parse_sizes
 from vramtune.views.configs import ConfigFormat, render
 from vramtune.workload.configfile import BatchConfig, load_config, normalise_key, settings_block
@@ -119,7 +126,8 @@ def outcome(prepared: PreparedSweep, *, interrupted: bool = False) -> SweepOutco
     """The recommendation over what the prepared sweep has measured so far."""
     config, state = prepared.config, prepared.state
     rec = choose(state.results, config.budget_bytes, config.headroom_fraction,
-                 prepared.objective)
+                 prepared.objective, margin=config.speed_margin,
+                 remeasure_left=remeasure_pairs(state.results) < config.speed_remeasure)
     stopped = state.final_step.reason if state.final_step and not interrupted else None
     return SweepOutcome(prepared.run_dir, tuple(state.results), rec, stopped, state.reused,
                         interrupted)

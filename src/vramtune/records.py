@@ -106,6 +106,13 @@ class TrialResult:
     steps_per_s_per_device: float | None = None  # steps_per_s / device_count
     steps_per_s_min: float | None = None
     steps_per_s_max: float | None = None
+    # steady throughput: the 95% interval of the median (order statistics), the per-interval
+    # rates it came from (at most 64, the last ones), and whether that interval was within
+    # the profile's measure.speed_tolerance when the trial stopped
+    steps_per_s_ci_low: float | None = None
+    steps_per_s_ci_high: float | None = None
+    steps_per_s_intervals: list[float] | None = None
+    speed_steady: bool | None = None
     measured_intervals: int | None = None
     measure_window_s: float | None = None  # steady-state time the median was taken over
     # JAX allocator (GPU backends only; CPU's memory_stats() is None). Scalars are the

@@ -196,6 +196,9 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
     if rec.chosen:
         summary_text = chosen_summary(rec.chosen, config.budget_bytes)
         console.print(f"[bold green]recommended:[/] {escape(summary_text)}")
+        for extra in (rec.speed_line, rec.confirm_speed_line):
+            if extra:
+                console.print(f"throughput: {escape(extra)}")
         if rec.chosen.memory_steady is False:
             console.print("[yellow]warning:[/] its trial ended with memory still growing "
                           "(measure.max_intervals reached)")

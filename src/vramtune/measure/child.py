@@ -19,6 +19,7 @@ import traceback
 from typing import Any
 
 from vramtune.measure.probe import rlimit_data_in_force, runtime_devices, set_rlimit_data
+from vramtune.measure.rates import median_interval
 from vramtune.measure.wire import ChildReport, TrialSpec, encode_event
 from vramtune.results.files import write_atomic
 
@@ -133,6 +134,42 @@ def _pool_peak_bytes() -> int | None:
     values = [s.get("peak_pool_bytes") or s.get("peak_bytes_in_use") for s in stats]
     values = [v for v in values if v is not None]
     return int(max(values)) if values else None
+
+
+EPOCHS_PER_INTERVAL = 64  # the epoch budget allows intervals this many epochs long
+MAX_RECORDED_INTERVALS = 64  # per-interval rates kept in the record (the last ones)
+
+
+class _Intervals:
+    """Per-interval steps/s: whole epochs grouped until an interval holds ``min_s`` seconds of
+    training, so that one interval's rate is not one dispatch's noise."""
+
+    def __init__(self, min_s: float) -> None:
+        self.min_s = min_s
+        self.rates: list[float] = []
+        self._steps = 0.0
+        self._seconds = 0.0
+
+    def add(self, env_steps: float, seconds: float) -> None:
+        self._steps += env_steps
+        self._seconds += max(seconds, 0.0)
+        if self._seconds >= self.min_s and self._seconds > 0:
+            self.rates.append(self._steps / self._seconds)
+            self._steps = self._seconds = 0.0
+
+    def close(self) -> None:
+        """Count a last partial interval when no full one was measured."""
+        if not self.rates and self._seconds > 0:
+            self.rates.append(self._steps / self._seconds)
+        self._steps = self._seconds = 0.0
+
+    def steady(self, tolerance: float) -> bool:
+        """The median's 95% interval lies within ±tolerance of it."""
+        low, high = median_interval(self.rates)
+        if low is None or high is None:
+            return False
+        mid = statistics.median(self.rates)
+        return mid - low <= tolerance * mid and high - mid <= tolerance * mid
 
 
 def steady(history: list[int | None], intervals: int, tolerance: float = 0.0) -> bool:
@@ -282,16 +319,22 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                                        * profile.action_repeat)
         fixed_steps = spec.training_steps  # a confirming run: exactly this long
         steps_per_epoch = measure.steps_per_epoch
+        if not on_cpu:
+            steps_per_epoch = max(steps_per_epoch, measure.gpu_steps_per_epoch)
         if fixed_steps:
             # Evaluate about ten times over the run, as a user's num_evals would, not after
             # every training step: the memory is the same, the time is not.
             steps_per_epoch = max(1, -(-int(fixed_steps) // CONFIRM_EVALS))
             epochs = -(-int(fixed_steps) // steps_per_epoch)
         else:
-            epochs = 1 + measure.warmup_intervals + measure.max_intervals
+            # Enough epochs for max_intervals intervals of a few epochs each; the trial stops
+            # itself (progress raises) long before on any workload that is not tiny.
+            epochs = 1 + measure.warmup_intervals + measure.max_intervals * EPOCHS_PER_INTERVAL
+        env_steps_per_epoch = env_steps_per_training_step * steps_per_epoch
         marks: list[tuple[float, float | None]] = []  # (time, training-only sps) per epoch
         history: list[int | None] = []
         state = {"evals": 0, "steps": 0}
+        speed = _Intervals(measure.min_interval_s)
         start = time.perf_counter()
 
         def cap_figure() -> int | None:
@@ -320,29 +363,36 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                 emit(phase="measuring", compile_s=result["compile_s"])
             if len(marks) <= 1 + measure.warmup_intervals:
                 return
-            measured = len(marks) - 1 - measure.warmup_intervals
+            # brax's rate excludes evaluation; without it, the wall time since the last call
+            seconds = (env_steps_per_epoch / sps if sps else now - marks[-2][0])
+            speed.add(env_steps_per_epoch, seconds)
             if fixed_steps:
                 if state["steps"] >= int(fixed_steps):
                     raise _Enough()
                 return
             window = now - marks[measure.warmup_intervals][0]
-            throughput_ready = (measured >= measure.min_intervals
-                                and window >= measure.min_window_s)
+            throughput_ready = (len(speed.rates) >= measure.min_intervals
+                                and window >= measure.min_window_s
+                                and (speed.steady(measure.speed_tolerance)
+                                     or window >= measure.max_window_s))
             memory_ready = (state["steps"] >= measure.min_training_steps
                             and (not run_evals or state["evals"] >= measure.min_evals)
                             and steady(history, measure.steady_intervals, measure.steady_tolerance))
-            if (throughput_ready and memory_ready) or measured >= measure.max_intervals:
+            # Past max_window_s a rate that has not settled is taken as it is (speed_steady
+            # False); memory is never given up on before max_intervals.
+            if (throughput_ready and memory_ready) or len(speed.rates) >= measure.max_intervals:
                 raise _Enough()
 
         emit(phase="compiling")
         try:
-            ppo.train(environment, num_timesteps=epochs * env_steps_per_training_step
-                      * steps_per_epoch, num_evals=epochs + 1, num_envs=num_envs,
+            ppo.train(environment, num_timesteps=epochs * env_steps_per_epoch,
+                      num_evals=epochs + 1, num_envs=num_envs,
                       episode_length=profile.episode_length, action_repeat=profile.action_repeat,
                       network_factory=network_factory(profile), progress_fn=progress, **kwargs)
         except _Enough:
             pass
-        rates = [sps for _, sps in marks[1 + measure.warmup_intervals:] if sps]
+        speed.close()  # a confirming run's last, partial interval still counts
+        rates = speed.rates
         if len(rates) < measure.min_intervals and not fixed_steps:
             raise RuntimeError(f"training ended after {len(marks)} progress reports; "
                                f"{measure.min_intervals} steady intervals were needed")
@@ -350,9 +400,13 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             history, measure.steady_intervals, measure.steady_tolerance))
         if rates:
             timed = marks[measure.warmup_intervals:]
+            low, high = median_interval(rates)
             result.update(steps_per_s=statistics.median(rates),
                           measure_window_s=timed[-1][0] - timed[0][0],
                           steps_per_s_min=min(rates), steps_per_s_max=max(rates),
+                          steps_per_s_ci_low=low, steps_per_s_ci_high=high,
+                          steps_per_s_intervals=rates[-MAX_RECORDED_INTERVALS:],
+                          speed_steady=speed.steady(measure.speed_tolerance),
                           measured_intervals=len(rates))
     except BaseException as exc:  # noqa: BLE001 - the record must say what happened
         exc = _reported(exc)

@@ -60,6 +60,10 @@ class ChildReport:
     steps_per_s: float | None = None
     steps_per_s_min: float | None = None
     steps_per_s_max: float | None = None
+    steps_per_s_ci_low: float | None = None
+    steps_per_s_ci_high: float | None = None
+    steps_per_s_intervals: list[float] | None = None
+    speed_steady: bool | None = None
     measured_intervals: int | None = None
     measure_window_s: float | None = None
     jax_peak_bytes_in_use: int | None = None

@@ -17,6 +17,7 @@ import dataclasses
 import errno
 import fcntl
 import json
+import math
 import os
 import stat
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from typing import Any
 
 from vramtune.errors import UserError
 from vramtune.records import Objective, Purpose, Status, TrialResult, utc_now
-from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, describe, is_int, kind
+from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, describe, is_int, is_number, kind
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.jsonl"
@@ -253,7 +254,9 @@ _NULLABLE_INTS = {
     "host_tree_rss_peak_bytes": (0, MAX_BYTES), "host_peak_data_bytes": (0, MAX_BYTES),
     "gpu_total_bytes": (1, MAX_BYTES), "exit_code": (None, None)}
 _NULLABLE_SECONDS_OR_RATES = ("compile_s", "steps_per_s", "steps_per_s_min", "steps_per_s_max",
+                              "steps_per_s_ci_low", "steps_per_s_ci_high",
                               "measure_window_s", "wall_s")
+MAX_RECORDED_INTERVALS = 64
 _NULLABLE_TEXTS = ("backend", "device_kind", "cap", "nvml_note", "error_type", "error_where",
                    "gpu_name", "gpu_driver", "timestamp")
 _TRIAL_FIELDS = {f.name for f in dataclasses.fields(TrialResult)}
@@ -275,12 +278,24 @@ def trial_from_dict(data: Any, where: str) -> TrialResult:
         f.text(key, None, none=True, max_len=1000)
     f.text("error_message", None, none=True, max_len=100_000)
     f.flag("memory_steady", None, none=True)
+    f.flag("speed_steady", None, none=True)
+    _rates_list(f, data.get("steps_per_s_intervals"))
     f.flag("shared_run", False)  # a boolean, or the frame cannot hold it
     if data.get("versions") is not None:
         f.text_map("versions")
     if data.get("notes") is not None:
         f.text_list("notes", max_len=10_000)
     return TrialResult.from_dict({k: v for k, v in data.items() if k in _TRIAL_FIELDS})
+
+
+def _rates_list(f: Fields, value: Any) -> None:
+    """Per-interval steps/s: None (older records), or a short list of finite rates >= 0."""
+    if value is None:
+        return
+    if (not isinstance(value, list) or len(value) > MAX_RECORDED_INTERVALS
+            or not all(is_number(v) and math.isfinite(v) and v >= 0 for v in value)):
+        f.fail("steps_per_s_intervals", f"a list of at most {MAX_RECORDED_INTERVALS} finite "
+               f"rates >= 0", value)
 
 
 def parse_json(text: str, where: str) -> Any:

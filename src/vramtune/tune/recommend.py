@@ -6,10 +6,21 @@ A size that was not run is never recommended: Lightning's BatchSizeFinder users 
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from vramtune.fmt import rate as fmt_rate
+from vramtune.measure.rates import median_interval
 from vramtune.records import BOUNDARY_FAILURES, Objective, Purpose, Status, TrialResult
+from vramtune.tune.speed import (
+    DEFAULT_MARGIN,
+    Rates,
+    SpeedPick,
+    Verdict,
+    comparison_words,
+    pick_fastest,
+)
 from vramtune.units import format_bytes, headroom_limit_bytes
 
 RANKED = frozenset({Purpose.SEARCH, Purpose.ALONE})  # trials whose steps/s may be compared
@@ -25,6 +36,49 @@ class Recommendation:
     best_steps_per_s: float | None
     notice: str | None = None  # set when nothing fits, with what to try
     confirmation: TrialResult | None = None  # the chosen size's long run, when it passed
+    speed: SpeedPick | None = None  # throughput: the comparison that decided the pick
+
+    @property
+    def remeasure(self) -> tuple[int, ...]:
+        """Two sizes whose comparison is unresolved and could change the pick: measure them
+        again, alone and interleaved. Empty: the pick is decided."""
+        return self.speed.remeasure if self.speed is not None else ()
+
+    @property
+    def speed_line(self) -> str | None:
+        """'steady 6.05M steps/s (95% interval 5.9M-6.2M); fastest fitting 1920 envs: 7.61M;
+        ratio 0.79 (95% interval 0.75-0.83)': the pick against the fastest, throughput only."""
+        sp, c = self.speed, self.chosen
+        if sp is None or c is None:
+            return None
+        mine = self._rates(sp.num_envs)
+        line = f"steady {_rate_with_interval(mine)} steps/s"
+        if sp.fastest == sp.num_envs:
+            return line + " (the fastest fitting size)"
+        vs = sp.comparisons[sp.num_envs]
+        ratio = (f"ratio {vs.ratio:.3f}" + (f" (95% interval {vs.low:.3f}-{vs.high:.3f})"
+                                            if vs.low is not None and vs.high is not None
+                                            and vs.low != vs.high else ""))
+        return (f"{line}; fastest fitting {sp.fastest} envs: "
+                f"{_rate_with_interval(self._rates(sp.fastest))} steps/s; {ratio}")
+
+    @property
+    def confirm_speed_line(self) -> str | None:
+        """The confirming run's steady rate beside its search trial's, and their ratio; a ratio
+        outside 0.9-1.1 is named as a finding (a trial's window misread the steady rate)."""
+        c, run = self.chosen, self.confirmation
+        if c is None or run is None or not c.steps_per_s or not run.steps_per_s:
+            return None
+        ratio = run.steps_per_s / c.steps_per_s
+        line = (f"confirming run {_rate_with_interval_of(run)} steps/s beside its trial's "
+                f"{_rate_with_interval_of(c)}: ratio {ratio:.2f}")
+        if not CONFIRM_RATIO_OK[0] <= ratio <= CONFIRM_RATIO_OK[1]:
+            line += (" (finding: the trial's steps/s misread the long run's by "
+                     f"{abs(ratio - 1):.0%})")
+        return line
+
+    def _rates(self, num_envs: int) -> Rates | None:
+        return self.speed.rates.get(num_envs) if self.speed is not None else None
 
     @property
     def confirmed_line(self) -> str | None:
@@ -37,6 +91,25 @@ class Recommendation:
         return (f"confirmed: {c.training_steps} training steps, peak "
                 f"{format_bytes(peak)} {c.memory_label}{' ' + what if what else ''}"
                 f" under {c.cap or 'no cap'}")
+
+
+CONFIRM_RATIO_OK = (0.9, 1.1)  # a confirming run's steps/s over its trial's, unremarkable
+
+
+def _rate_with_interval(r: Rates | None) -> str:
+    if r is None:
+        return "n/a"
+    low, high = median_interval(r.intervals) if r.intervals else (None, None)
+    if low is None or high is None:
+        return fmt_rate(r.median)
+    return f"{fmt_rate(r.median)} (95% interval {fmt_rate(low)}-{fmt_rate(high)})"
+
+
+def _rate_with_interval_of(r: TrialResult) -> str:
+    if r.steps_per_s_ci_low is None or r.steps_per_s_ci_high is None:
+        return fmt_rate(r.steps_per_s)
+    return (f"{fmt_rate(r.steps_per_s)} (95% interval {fmt_rate(r.steps_per_s_ci_low)}-"
+            f"{fmt_rate(r.steps_per_s_ci_high)})")
 
 
 def fits(result: TrialResult, limit_bytes: int | None) -> bool:
@@ -60,8 +133,29 @@ def under_line(result: TrialResult, limit_bytes: int) -> bool | None:
     return None if figure is None else figure <= limit_bytes
 
 
+def size_rates(num_envs: int, rows: Iterable[TrialResult]) -> Rates:
+    """One size's throughput evidence: every interval of its ranked runs pooled; for runs
+    recorded before intervals were kept, their medians, slowest and fastest intervals."""
+    rows = [r for r in rows if r.steps_per_s is not None]
+    pooled = [x for r in rows for x in (r.steps_per_s_intervals or ())]
+    if pooled:
+        return Rates(num_envs, statistics.median(pooled), tuple(pooled), low=min(pooled),
+                     high=max(pooled), count=len(pooled))
+    lows = [r.steps_per_s_min for r in rows if r.steps_per_s_min is not None]
+    highs = [r.steps_per_s_max for r in rows if r.steps_per_s_max is not None]
+    counts = [r.measured_intervals for r in rows if r.measured_intervals]
+    return Rates(num_envs, statistics.median(r.steps_per_s or 0.0 for r in rows),
+                 low=min(lows) if lows else None, high=max(highs) if highs else None,
+                 count=sum(counts) if len(counts) == len(rows) else None)
+
+
 def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fraction: float,
-           objective: Objective = Objective.THROUGHPUT) -> Recommendation:
+           objective: Objective = Objective.THROUGHPUT, *, margin: float = DEFAULT_MARGIN,
+           remeasure_left: bool = True) -> Recommendation:
+    """The pick and why. Throughput: the smallest size known to be within ``margin`` of the
+    fastest, else the fastest (``tune.speed``); an unresolved comparison that could change
+    the pick is named in ``remeasure`` while ``remeasure_left``, else the fastest median
+    stands and the reasons say so."""
     rows = sorted(results, key=lambda r: r.num_envs)
     limit = headroom_limit_bytes(budget_bytes, headroom_fraction)
     # A size fits only if every run of it fit: one failure (on repeat, or in the long
@@ -83,14 +177,19 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
                   and r.num_envs not in unproven]
     best = max((r.steps_per_s or 0.0 for r in candidates), default=None)
     chosen: TrialResult | None = None
+    speed: SpeedPick | None = None
     if candidates and best is not None:
         if objective is Objective.THROUGHPUT:
-            fastest = max(candidates, key=lambda r: (r.steps_per_s or 0.0, -r.num_envs))
-            # Sizes whose steps/s cannot be told apart from the fastest are ties; the
-            # smallest of them leaves the most headroom (on a noisy CPU every row tied and
-            # the pick was chance).
-            chosen = min((r for r in candidates if r is fastest or ties(r, fastest)),
-                         key=lambda r: (r.num_envs, -(r.steps_per_s or 0.0)))
+            # Decided by measurement: an overlap of two noisy ranges decided nothing (on a
+            # noisy CPU every row 'tied' and the smallest won; on an H100 1536 envs won over
+            # 1920, 26% faster).
+            by_size: dict[int, list[TrialResult]] = {}
+            for r in candidates:
+                by_size.setdefault(r.num_envs, []).append(r)
+            speed = pick_fastest([size_rates(n, rs) for n, rs in by_size.items()], margin,
+                                 remeasure_left)
+            assert speed is not None
+            chosen = max(by_size[speed.num_envs], key=lambda r: r.steps_per_s or 0.0)
         elif objective is Objective.KNEE:
             chosen = min((r for r in candidates if (r.steps_per_s or 0) >= best * (1 - KNEE_TOLERANCE)),
                          key=lambda r: r.num_envs)
@@ -101,7 +200,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     for r in rows:
         if r.shared_run and r.num_envs in alone and r.status is Status.OK:
             continue  # the size's run alone speaks for it
-        reason = _reason(r, chosen, limit, best, objective, budget_bytes, edge)
+        reason = _reason(r, chosen, limit, best, objective, budget_bytes, edge, speed)
         previous = reasons.get(r.num_envs)
         if previous is None or not (previous.startswith("recommended")
                                     or previous.startswith("fit once")):
@@ -113,7 +212,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     if chosen is not None:
         confirmation = next((r for r in rows if r.num_envs == chosen.num_envs
                              and r.purpose is Purpose.CONFIRM and r.status is Status.OK), None)
-    return Recommendation(chosen, objective, limit, reasons, best, notice, confirmation)
+    return Recommendation(chosen, objective, limit, reasons, best, notice, confirmation, speed)
 
 
 def past_boundary(result: TrialResult, limit_bytes: int | None) -> bool:
@@ -131,12 +230,46 @@ def ties(r: TrialResult, best: TrialResult) -> bool:
     return r.steps_per_s_max >= best.steps_per_s_min
 
 
+def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
+    """Why a fitting size was or was not the throughput pick, in figures."""
+    f = speed.fastest
+    if num_envs == speed.num_envs:
+        if num_envs != f:
+            c = speed.comparisons[num_envs]
+            if c.verdict is Verdict.FASTER:
+                return f"recommended (throughput: {comparison_words(num_envs, f, c, fastest_is=f)})"
+            return (f"recommended (throughput: {comparison_words(num_envs, f, c, fastest_is=f)}"
+                    f": the smaller is picked)")
+        open_ = [n for n, c in speed.comparisons.items() if c.verdict is Verdict.UNRESOLVED
+                 and not num_envs < n]
+        if speed.remeasure:
+            other = speed.remeasure[1]
+            words = comparison_words(min(other, f), max(other, f), speed.comparisons[other],
+                                     fastest_is=f)
+            return f"recommended for now (throughput: fastest median; {words}: re-measuring)"
+        if speed.exhausted and open_:
+            other = max(open_, key=lambda n: speed.comparisons[n].ratio)
+            words = comparison_words(min(other, f), max(other, f), speed.comparisons[other],
+                                     fastest_is=f)
+            return (f"recommended (throughput: {words}; no re-measurement left: the faster "
+                    f"median is picked)")
+        return "recommended (throughput: fastest median)"
+    c = speed.comparisons.get(num_envs)
+    if num_envs == f:
+        pick = speed.comparisons[speed.num_envs]
+        return (f"fastest median, but {comparison_words(speed.num_envs, f, pick, fastest_is=f)}"
+                f": the smaller is picked")
+    if c is None:
+        return None
+    return comparison_words(min(num_envs, f), max(num_envs, f), c, fastest_is=f)
+
+
 def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best: float | None,
-            objective: Objective, budget: int | None, edge: int | None = None) -> str:
+            objective: Objective, budget: int | None, edge: int | None = None,
+            speed: SpeedPick | None = None) -> str:
     if chosen is not None and r is chosen:
-        if (objective is Objective.THROUGHPUT and best is not None and r.steps_per_s is not None
-                and r.steps_per_s < best):
-            return "recommended (throughput: ties with the fastest, smallest for headroom)"
+        if objective is Objective.THROUGHPUT and speed is not None:
+            return speed_words(speed, r.num_envs) or f"recommended ({objective})"
         return f"recommended ({objective})"
     if chosen is not None and r.num_envs == chosen.num_envs and r.status is Status.OK:
         return f"same size as the recommended row ({r.purpose})"
@@ -160,6 +293,10 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
                 else "fit once, failed on another run")
     if r.shared_run:
         return "fits; shared run: its steps/s are not comparable until it runs alone"
+    if speed is not None and objective is Objective.THROUGHPUT:
+        words = speed_words(speed, r.num_envs)
+        if words is not None:
+            return words
     if best and chosen is not None:
         gap = 1 - (r.steps_per_s / best)
         if objective is Objective.MAX_ENVS:

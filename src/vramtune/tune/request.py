@@ -41,6 +41,7 @@ CACHE_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}  
 DEFAULT_REFINE = 3
 DEFAULT_HEADROOM_FRACTION = 0.10
 DEFAULT_SPEED_MARGIN_FRACTION = 0.02
+DEFAULT_SPEED_REMEASURE = 3  # when two sizes' speeds stay unresolved, A B / B A pairs at most
 EXECUTORS = ("local", "ray")
 
 
@@ -229,6 +230,7 @@ class SweepConfig:
     confirm_steps: int | None = None  # None: CONFIRM_FACTOR x the trial's, at least MIN
     search: SearchMethod = SearchMethod.PREDICTIVE
     speed_margin: float = DEFAULT_SPEED_MARGIN_FRACTION  # steps/s closer than this: same speed
+    speed_remeasure: int = DEFAULT_SPEED_REMEASURE  # interleaved re-measure pairs at most, per sweep
 
     @property
     def limit_bytes(self) -> int | None:

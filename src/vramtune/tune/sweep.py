@@ -311,7 +311,9 @@ def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | Non
     the profile has it); without it, a plain repeat. A failure moves the boundary below that
     size (``recommend.choose``), and the next smaller fitting size is proven in turn.
     """
-    rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective)
+    rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective,
+                 margin=config.speed_margin,
+                 remeasure_left=remeasure_pairs(results) < config.speed_remeasure)
     if rec.chosen is None:
         return None
     n = rec.chosen.num_envs
@@ -368,7 +370,56 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
             break
         if best is None or (fastest.steps_per_s or 0.0) > (best.steps_per_s or 0.0):
             best = fastest
-    return []
+    return remeasure_steps(config, results)
+
+
+def remeasure_pairs(results: Sequence[TrialResult]) -> int:
+    """Interleaved pairs run so far to settle a throughput comparison: runs alone beyond the
+    one a size needs when its search trial shared the device."""
+    extra = 0
+    for n in {r.num_envs for r in results}:
+        alone = sum(1 for r in results if r.num_envs == n and r.purpose is Purpose.ALONE)
+        shared = any(r.num_envs == n and r.shared_run for r in results)
+        extra += max(0, alone - (1 if shared else 0))
+    return extra // 2
+
+
+def remeasure_wall_s(results: Sequence[TrialResult]) -> float:
+    """What the re-measurements cost: the wall of the runs alone that were not a size's first
+    run alone after a shared one."""
+    seen: set[int] = set()
+    wall = 0.0
+    for r in results:
+        if r.purpose is not Purpose.ALONE:
+            continue
+        shared = any(o.num_envs == r.num_envs and o.shared_run for o in results)
+        if shared and r.num_envs not in seen:
+            seen.add(r.num_envs)
+            continue
+        wall += r.wall_s or 0.0
+    return wall
+
+
+def remeasure_steps(config: SweepConfig, results: Sequence[TrialResult]) -> list[Step]:
+    """Throughput: when the pick rests on an unresolved comparison, run the two sizes again,
+    alone and interleaved so that load and thermal drift hit both: A B, then B A (a linear
+    drift cancels over the two pairs), up to ``speed_remeasure`` pairs per sweep."""
+    if config.objective is not Objective.THROUGHPUT:
+        return []
+    done = remeasure_pairs(results)
+    if done >= config.speed_remeasure:
+        return []
+    rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective,
+                 margin=config.speed_margin)
+    if len(rec.remeasure) != 2:
+        return []
+    a, b = rec.remeasure
+    if done % 2:
+        a, b = b, a
+    why = (f"re-measuring {min(a, b)} and {max(a, b)} envs, interleaved (pair {done + 1} of at "
+           f"most {config.speed_remeasure}): their steps/s do not yet say which is faster or "
+           f"that they are within {config.speed_margin:.0%}")
+    return [Step(StepKind.ALONE, a, why), Step(StepKind.ALONE, b, why)]
 
 
 def _clearly_slower(r: TrialResult, best: TrialResult, objective: Objective) -> bool:

@@ -96,6 +96,10 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
              f"measured: peak {format_bytes(chosen.peak_bytes)} {mem} ({_peak_source(chosen)}), "
              f"{fmt.rate(chosen.steps_per_s)} steps/s (median of {chosen.measured_intervals} "
              f"intervals, compile excluded), compile {fmt.seconds(chosen.compile_s)}"]
+    for extra in (emission.recommendation.speed_line,
+                  emission.recommendation.confirm_speed_line):
+        if extra:
+            lines.append(f"throughput: {extra}")
     confirmed = emission.recommendation.confirmed_line
     budget_flag = (f" --gpu-mem {budget_label(emission.budget_bytes)}"
                    if emission.budget_bytes is not None else "")

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtune.tune.recommend import Recommendation
-from vramtune.tune.sweep import SweepState
+from vramtune.tune.sweep import SweepState, remeasure_pairs, remeasure_wall_s
 
 
 def summary(state: SweepState, recommendation: Recommendation, run_dir: Path) -> dict[str, Any]:
@@ -21,6 +21,9 @@ def summary(state: SweepState, recommendation: Recommendation, run_dir: Path) ->
                       else None),
         "confirmed_line": recommendation.confirmed_line,
         "notice": recommendation.notice,
+        "speed_remeasure": {"pairs": remeasure_pairs(state.results),
+                            "wall_s": remeasure_wall_s(state.results),
+                            "sizes": list(recommendation.remeasure)},
         "reasons": {str(k): v for k, v in recommendation.reasons.items()},
         "results": [r.to_dict() for r in state.results],
     }

@@ -39,10 +39,23 @@ class Measure:
     """How long a trial measures: enough intervals for a stable median, no more."""
 
     warmup_intervals: int = 1  # the epoch after the first still pays one-off costs
-    min_intervals: int = 3
-    max_intervals: int = 40
+    min_intervals: int = 3  # speed intervals (see min_interval_s) before a trial may stop
+    max_intervals: int = 40  # speed intervals at most: then the trial stops, steady or not
     min_window_s: float = 1.0
     steps_per_epoch: int = 1  # training steps between two progress_fn calls
+    # Steady throughput: per-interval rates until the 95% interval of their median lies
+    # within ±speed_tolerance of it (distribution-free, from order statistics: at least 6
+    # intervals), or max_window_s of measuring, or max_intervals. An interval groups whole
+    # epochs until it holds min_interval_s of training: on a GPU a training step of brax
+    # takes milliseconds, and one step's rate is mostly dispatch and timer noise; on a CPU
+    # an epoch of `quick` takes 0.1-2 s, so there an interval is one to a few epochs.
+    speed_tolerance: float = 0.02
+    min_interval_s: float = 0.5
+    max_window_s: float = 20.0
+    # On a GPU an epoch of one training step pays a host sync and a dispatch per step (a
+    # 1536-env trial of `quick` on an H100 read 0.58x the steps/s of its 42-steps-per-epoch
+    # confirming run): there an epoch is at least this many training steps.
+    gpu_steps_per_epoch: int = 16
     # Memory must be steady too, not only throughput: at least this many training steps and
     # evaluations, and the figure the cap counts grown by at most steady_tolerance over the
     # last steady_intervals progress calls. Measured with a plain brax script (quick, 256 and
@@ -53,6 +66,9 @@ class Measure:
     min_evals: int = 1
     steady_intervals: int = 2
     steady_tolerance: float = 0.005
+
+
+SPEED_MEASURE_KEYS = ("speed_tolerance", "min_interval_s", "max_window_s", "gpu_steps_per_epoch")
 
 
 @dataclass(frozen=True)
@@ -123,6 +139,9 @@ class Profile:
         data.pop("source")
         if not self.domain_randomization:
             data.pop("domain_randomization")  # keeps the hashes of profiles that predate it
+        for key in SPEED_MEASURE_KEYS:  # likewise, at their defaults
+            if data["measure"][key] == getattr(Measure(), key):
+                data["measure"].pop(key)
         return data
 
     @property
@@ -224,7 +243,12 @@ def _measure(data: Any, where: str) -> Measure:
                                  hi=1_000_000),
         min_evals=m.int("min_evals", d.min_evals, lo=0, hi=10_000),
         steady_intervals=m.int("steady_intervals", d.steady_intervals, lo=0, hi=10_000),
-        steady_tolerance=m.number("steady_tolerance", d.steady_tolerance, lo=0, hi=1))
+        steady_tolerance=m.number("steady_tolerance", d.steady_tolerance, lo=0, hi=1),
+        speed_tolerance=m.number("speed_tolerance", d.speed_tolerance, lo=0, hi=1),
+        min_interval_s=m.number("min_interval_s", d.min_interval_s, lo=0, hi=86_400),
+        max_window_s=m.number("max_window_s", d.max_window_s, lo=0, hi=86_400),
+        gpu_steps_per_epoch=m.int("gpu_steps_per_epoch", d.gpu_steps_per_epoch, lo=1,
+                                  hi=100_000))
     if measure.max_intervals < measure.min_intervals:
         raise UserError(f"{where}: measure needs 1 <= min_intervals <= max_intervals, got "
                         f"min_intervals {measure.min_intervals} and max_intervals "

@@ -32,3 +32,35 @@ def test_the_fidelity_shape_stops_after_the_second_epochs_buffer():
     history = [760, 1046, 1047, 1048]
     calls = [steady([h * MiB for h in history[:i + 1]], 2, 0.005) for i in range(4)]
     assert calls == [False, False, False, True]
+
+
+def test_median_interval_is_distribution_free():
+    from vramtune.measure.rates import median_interval
+
+    assert median_interval([1.0] * 5) == (None, None)  # 5 cannot bound a median at 95%
+    assert median_interval([3.0, 1.0, 2.0, 6.0, 5.0, 4.0]) == (1.0, 6.0)  # k = 1 at n = 6
+    rates = [float(x) for x in range(1, 21)]  # n = 20: X(6), X(15)
+    assert median_interval(rates) == (6.0, 15.0)
+
+
+def test_intervals_group_epochs_until_the_interval_is_long_enough():
+    from vramtune.measure.child import _Intervals
+
+    speed = _Intervals(0.5)
+    for _ in range(10):
+        speed.add(1000, 0.2)  # 3 epochs make an interval of 0.6 s
+    assert len(speed.rates) == 3
+    assert all(abs(r - 5000) < 1e-6 for r in speed.rates)
+    assert not speed.steady(0.02)  # 3 intervals: no interval of the median yet
+    for _ in range(30):
+        speed.add(1000, 0.2)
+    assert speed.steady(0.02)
+
+
+def test_a_lone_partial_interval_still_counts_at_the_end():
+    from vramtune.measure.child import _Intervals
+
+    speed = _Intervals(10.0)
+    speed.add(500, 1.0)
+    speed.close()
+    assert speed.rates == [500.0]

@@ -23,8 +23,9 @@ def test_throughput_picks_the_fastest_under_headroom():
     assert rec.reasons[1024] == "over headroom (95% of budget)"
     assert rec.reasons[2048] == "out of memory"
     assert rec.reasons[1536] == "crashed (SIGSEGV)"
-    assert rec.reasons[128] == "slower (50% below best)"
-    assert rec.reasons[512] == "recommended (throughput)"
+    assert rec.reasons[128].startswith("512 is 100.0% faster than 128")
+    assert rec.reasons[512] == "recommended (throughput: fastest median)"
+    assert rec.remeasure == ()
 
 
 def test_knee_is_the_smallest_within_five_percent():
@@ -60,11 +61,18 @@ def test_overlapping_ranges_are_called_noise_not_slower():
                       backend="cpu", steps_per_s=50_000, steps_per_s_min=45_000,
                       steps_per_s_max=55_000, host_peak_rss_bytes=GB)
     rec = choose([best, close, far], None, 0.1)
-    # 256's range overlaps the fastest's: a tie, and the smaller size leaves more headroom.
-    assert rec.chosen is close
-    assert rec.reasons[256].startswith("recommended (throughput: ties with the fastest")
-    assert rec.reasons[512].startswith("fastest median, but within noise")
-    assert rec.reasons[128] == "slower (50% below best)"
+    # 256's range overlaps the fastest's: that decides nothing. Measure the two again; until
+    # then the faster median stands.
+    assert rec.chosen is best and rec.remeasure == (512, 256)
+    assert rec.reasons[512].startswith("recommended for now (throughput: fastest median; "
+                                       "256 vs 512 unresolved")
+    assert rec.reasons[256].startswith("256 vs 512 unresolved")
+    # ranges without a count of intervals prove nothing, however far apart
+    assert rec.reasons[128].startswith("128 vs 512 unresolved")
+    # With no re-measurement left, the faster median is picked, and the reason says so.
+    done = choose([best, close, far], None, 0.1, remeasure_left=False)
+    assert done.chosen is best and done.remeasure == ()
+    assert done.reasons[512].endswith("no re-measurement left: the faster median is picked)")
 
 
 def test_a_tie_that_is_not_the_fastest_range_is_not_taken():
@@ -106,7 +114,7 @@ def test_a_shared_run_proves_memory_not_speed():
     alone = TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=512,
                         backend="cpu", steps_per_s=99_000, host_peak_rss_bytes=GB)
     rec = choose([r(128, 50_000, 1.0), *shared, alone], 4 * GB, 0.1)
-    assert rec.chosen is alone and rec.reasons[512] == "recommended (throughput)"
+    assert rec.chosen is alone and rec.reasons[512] == "recommended (throughput: fastest median)"
     oom = TrialResult(status=Status.OOM, profile="p", profile_hash="h", num_envs=256,
                       backend="cpu", shared_run=True)
     assert choose([r(128, 50_000, 1.0), oom, alone], 4 * GB, 0.1).chosen.num_envs == 128

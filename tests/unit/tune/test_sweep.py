@@ -32,6 +32,7 @@ def rec(n, status=Status.OK, mib=900.0, sps=10_000.0, spread=0.01, shared=False,
                        steps_per_s=sps if ok else None,
                        steps_per_s_min=sps * (1 - spread) if ok else None,
                        steps_per_s_max=sps * (1 + spread) if ok else None,
+                       measured_intervals=10 if ok else None,
                        shared_run=shared, purpose=purpose)
 
 
@@ -201,3 +202,60 @@ def test_a_results_file_of_thousands_of_sizes_is_planned_in_one_pass():
     steps = alone_steps(config(), results, space)
     assert time.perf_counter() - started < 10
     assert [s.num_envs for s in steps] == [80_000]  # the largest fitting size, run alone
+
+
+def timed(n, rates, purpose=Purpose.SEARCH, wall_s=20.0) -> TrialResult:
+    """A fitting trial with its per-interval rates, as the trial child records them."""
+    ordered = sorted(rates)
+    return replace(rec(n, sps=ordered[len(ordered) // 2], purpose=purpose),
+                   steps_per_s_min=ordered[0], steps_per_s_max=ordered[-1],
+                   steps_per_s_intervals=list(rates), measured_intervals=len(rates),
+                   wall_s=wall_s)
+
+
+# 1024 and 1408 three percent apart in noise of ±10%: the intervals cannot tell them apart
+NOISY = [1.0, 0.92, 1.08, 0.95, 1.05, 0.9, 1.1, 0.97]
+UNRESOLVED = [rec(256, sps=6_000), timed(1024, [9_700 * x for x in NOISY]),
+              timed(1408, [10_000 * x for x in NOISY]), rec(1536, Status.OOM)]
+
+
+def test_an_unresolved_pick_is_remeasured_interleaved_then_proven():
+    cfg = config()
+    steps = next_steps(cfg, UNRESOLVED, cfg.space(), 1)
+    assert [(s.phase, s.num_envs) for s in steps] == [(StepKind.ALONE, 1408), (StepKind.ALONE, 1024)]
+    assert "re-measuring 1024 and 1408 envs, interleaved (pair 1 of at most 3)" in steps[0].reason
+    assert all(trial_request(cfg, UNRESOLVED, s).alone for s in steps)
+    results = list(UNRESOLVED)
+    order = []
+    for _ in range(3):  # the same noise again: still unresolved, A B then B A
+        steps = next_steps(cfg, results, cfg.space(), 1)
+        assert len(steps) == 2 and {s.num_envs for s in steps} == {1024, 1408}
+        order += [s.num_envs for s in steps]
+        base = {1024: 9_700, 1408: 10_000}
+        results += [timed(s.num_envs, [base[s.num_envs] * x for x in NOISY], Purpose.ALONE)
+                    for s in steps]
+    assert order == [1408, 1024, 1024, 1408, 1408, 1024]
+    # the budget of pairs is spent: the pick is proven, and it says the faster median won
+    (step,) = next_steps(cfg, results, cfg.space(), 1)
+    assert step.phase is StepKind.REPEATING and step.num_envs == 1408
+    from vramtune.tune.recommend import choose
+    from vramtune.tune.sweep import remeasure_pairs, remeasure_wall_s
+
+    assert remeasure_pairs(results) == 3 and remeasure_wall_s(results) == 6 * 20.0
+    done = choose(results, cfg.budget_bytes, cfg.headroom_fraction, remeasure_left=False)
+    assert done.chosen.num_envs == 1408 and "no re-measurement left" in done.reasons[1408]
+
+
+def test_a_remeasurement_that_resolves_stops_asking():
+    cfg = config()
+    steady = [1.0, 0.999, 1.001, 0.998, 1.002, 1.0, 0.9995, 1.0005]
+    results = UNRESOLVED + [timed(1408, [10_000 * x for x in steady] * 4, Purpose.ALONE),
+                            timed(1024, [9_990 * x for x in steady] * 4, Purpose.ALONE)]
+    (step,) = next_steps(cfg, results, cfg.space(), 1)
+    assert step.phase is StepKind.REPEATING
+
+
+def test_no_remeasurement_for_other_objectives_or_a_zero_budget():
+    for cfg in (config(Objective.MAX_ENVS), replace(config(), speed_remeasure=0)):
+        (step,) = next_steps(cfg, UNRESOLVED, cfg.space(), 1)
+        assert step.phase is StepKind.REPEATING

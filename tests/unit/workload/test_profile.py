@@ -42,7 +42,9 @@ def test_every_measure_key_is_read_and_checked():
     # each field of Measure, set to a value other than its default, arrives as set
     given = {"warmup_intervals": 2, "min_intervals": 4, "max_intervals": 30,
              "min_window_s": 2.5, "steps_per_epoch": 3, "min_training_steps": 7,
-             "min_evals": 2, "steady_intervals": 3, "steady_tolerance": 0.01}
+             "min_evals": 2, "steady_intervals": 3, "steady_tolerance": 0.01,
+             "speed_tolerance": 0.05, "min_interval_s": 0.25, "max_window_s": 12.0,
+             "gpu_steps_per_epoch": 8}
     assert set(given) == set(Measure.__dataclass_fields__)
     p = profile_from_dict({"name": "x", "env": "brax:fast", "measure": given})
     assert {k: getattr(p.measure, k) for k in given} == given
@@ -89,3 +91,15 @@ def test_a_profile_file_without_name_is_named_after_its_file(tmp_path):
     path.write_text("env: brax:fast\nbackend: generalized\nepisode_length: 100\nnum_envs: 64\n"
                     "ppo: {batch_size: 64, num_minibatches: 4, unroll_length: 5}\n")
     assert load_profile(path).name == "my-walker"
+
+
+def test_speed_measure_keys_at_their_defaults_leave_the_hash_alone():
+    """Older results still resume: the new keys are hashed only when set otherwise."""
+    from vramtune.workload.profile import load_profile
+
+    quick = load_profile("quick")
+    data = quick.to_dict()
+    assert "speed_tolerance" not in data["measure"]
+    changed = profile_from_dict({**data, "measure": {**data["measure"], "speed_tolerance": 0.05}})
+    assert changed.hash != quick.hash
+    assert profile_from_dict(data).hash == quick.hash

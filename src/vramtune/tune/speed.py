@@ -1,0 +1,242 @@
+"""Which of two sizes trains faster, decided by their per-interval steps/s, not by a tie rule.
+
+A trial records its steady steps/s per interval. Two sizes are compared on the ratio of their
+rates: the Hodges-Lehmann estimate (median of every pairwise ratio) with its distribution-free
+95% interval from the Mann-Whitney statistic (exact for small samples, normal beyond). No
+randomness: the same samples always give the same verdict. The verdict is
+
+* ``WITHIN_MARGIN``: the whole interval lies within ±margin of 1: the difference is known to be
+  below the margin (then the smaller size may be picked, leaving less than the margin);
+* ``FASTER``: the interval excludes 1 and is not inside the margin: one is faster with
+  confidence;
+* ``UNRESOLVED``: neither: measure both again (interleaved) before deciding.
+
+Records from before per-interval rates were kept carry only min, median and max over a count
+of intervals: two disjoint ranges are complete separation (every interval of one beat every
+interval of the other), significant when the counts make it so; otherwise they resolve nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from statistics import NormalDist, median
+
+DEFAULT_MARGIN = 0.02
+CONFIDENCE = 0.95
+EXACT_MAX_PAIRS = 2500  # n x m up to which the Mann-Whitney null is counted exactly
+
+
+class Verdict(StrEnum):
+    FASTER = "faster"
+    WITHIN_MARGIN = "within margin"
+    UNRESOLVED = "unresolved"
+
+
+@dataclass(frozen=True)
+class Rates:
+    """One size's steady steps/s: its per-interval rates (pooled over its runs) or, for older
+    records, only their median, min, max and count."""
+
+    num_envs: int
+    median: float
+    intervals: tuple[float, ...] = ()
+    low: float | None = None  # slowest interval
+    high: float | None = None  # fastest interval
+    count: int | None = None  # intervals behind low/high when ``intervals`` is empty
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``a`` against ``b``: ratio = a's rate / b's, with its 95% interval (None: unbounded)."""
+
+    verdict: Verdict
+    ratio: float
+    low: float | None
+    high: float | None
+    margin: float
+    a_faster: bool | None = None  # set when the verdict is FASTER
+    why: str | None = None  # why there is no interval, when there is none
+
+    def interval_words(self) -> str:
+        if self.low is None or self.high is None:
+            return self.why or "95% interval unbounded: too few intervals"
+        return f"95% interval {self.low:.3f}-{self.high:.3f}"
+
+
+def _counts_u(n: int, m: int) -> list[int]:
+    """How many orderings give each Mann-Whitney U (0..n*m) under the null: the coefficients
+    of the Gaussian binomial [n+m choose n], built by multiplying (1 - q^(m+i)) / (1 - q^i)."""
+    size = n * m + 1
+    poly = [0] * size
+    poly[0] = 1
+    for i in range(1, n + 1):
+        k = m + i
+        for u in range(size - 1, k - 1, -1):  # times (1 - q^k)
+            poly[u] -= poly[u - k]
+        for u in range(i, size):  # divided by (1 - q^i): exact, the quotient is a polynomial
+            poly[u] += poly[u - i]
+    return poly
+
+
+def _rank_of_bound(n: int, m: int, confidence: float = CONFIDENCE) -> int:
+    """C such that the interval is [D_(C), D_(nm+1-C)] of the sorted pairwise differences
+    (1-based), i.e. the largest C with P(U <= C - 1) <= alpha / 2. 0: no interval at this
+    confidence (too few intervals)."""
+    alpha = 1 - confidence
+    if n * m <= EXACT_MAX_PAIRS:
+        counts = _counts_u(n, m)
+        total = math.comb(n + m, n)
+        cumulative, c = 0, 0
+        for u, count in enumerate(counts):
+            cumulative += count
+            if cumulative / total > alpha / 2:
+                break
+            c = u + 1
+        return c
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    c = math.floor(n * m / 2 - z * math.sqrt(n * m * (n + m + 1) / 12))
+    return max(c, 0)
+
+
+def ratio_interval(a: Sequence[float], b: Sequence[float],
+                   confidence: float = CONFIDENCE) -> tuple[float, float | None, float | None]:
+    """Hodges-Lehmann ratio of a's rates to b's and its distribution-free interval (on log
+    rates, so a ratio and its inverse get the same treatment)."""
+    la = [math.log(x) for x in a]
+    lb = [math.log(y) for y in b]
+    diffs = sorted(x - y for x in la for y in lb)
+    estimate = math.exp(median(diffs))
+    c = _rank_of_bound(len(la), len(lb), confidence)
+    if c < 1:
+        return estimate, None, None
+    return estimate, math.exp(diffs[c - 1]), math.exp(diffs[len(diffs) - c])
+
+
+def _verdict(ratio: float, low: float | None, high: float | None, margin: float) -> Comparison:
+    if low is None or high is None:
+        return Comparison(Verdict.UNRESOLVED, ratio, low, high, margin)
+    if 1 - margin <= low and high <= 1 + margin:
+        return Comparison(Verdict.WITHIN_MARGIN, ratio, low, high, margin)
+    if low > 1:
+        return Comparison(Verdict.FASTER, ratio, low, high, margin, a_faster=True)
+    if high < 1:
+        return Comparison(Verdict.FASTER, ratio, low, high, margin, a_faster=False)
+    return Comparison(Verdict.UNRESOLVED, ratio, low, high, margin)
+
+
+def _usable(values: Sequence[float]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(v) and v > 0]
+
+
+def compare(a: Sequence[float], b: Sequence[float], margin: float = DEFAULT_MARGIN) -> Comparison:
+    """Compare two samples of per-interval rates."""
+    xa, xb = _usable(a), _usable(b)
+    if not xa or not xb:
+        return Comparison(Verdict.UNRESOLVED, math.nan, None, None, margin)
+    ratio, low, high = ratio_interval(xa, xb)
+    return _verdict(ratio, low, high, margin)
+
+
+def compare_rates(a: Rates, b: Rates, margin: float = DEFAULT_MARGIN) -> Comparison:
+    """Compare two sizes: on their intervals where both have them, else on their ranges."""
+    if a.intervals and b.intervals:
+        return compare(a.intervals, b.intervals, margin)
+    ratio = a.median / b.median if a.median and b.median else math.nan
+    if not any((a.intervals, b.intervals, a.low, a.high, b.low, b.high)) and not math.isnan(ratio):
+        # Neither carries any spread (hand-made records, not a trial's): taken at its word.
+        return _verdict(ratio, ratio, ratio, margin)
+    if None in (a.low, a.high, b.low, b.high) or not (b.low and b.high):
+        return Comparison(Verdict.UNRESOLVED, ratio, None, None, margin)
+    assert a.low is not None and a.high is not None and b.low is not None and b.high is not None
+    n = a.count or len(a.intervals) or 1
+    m = b.count or len(b.intervals) or 1
+    # Every pairwise ratio lies in [a.low / b.high, a.high / b.low], so does the interval
+    # whenever the counts allow one; disjoint ranges are complete separation.
+    if _rank_of_bound(n, m) < 1:
+        return Comparison(Verdict.UNRESOLVED, ratio, None, None, margin)
+    low, high = a.low / b.high, a.high / b.low
+    if low <= 1 <= high and not (1 - margin <= low and high <= 1 + margin):
+        return Comparison(Verdict.UNRESOLVED, ratio, None, None, margin,
+                          why="ranges overlap and no per-interval rates were recorded")
+    return _verdict(ratio, low, high, margin)
+
+
+@dataclass(frozen=True)
+class SpeedPick:
+    """The throughput pick among fitting sizes and the evidence for it."""
+
+    num_envs: int
+    fastest: int  # the size with the highest median
+    comparisons: dict[int, Comparison] = field(default_factory=dict)  # size vs the fastest
+    remeasure: tuple[int, ...] = ()  # two sizes to measure again, interleaved; () resolved
+    exhausted: bool = False  # unresolved, and no re-measurement is left: fastest median picked
+    rates: dict[int, Rates] = field(default_factory=dict)  # each candidate's evidence
+
+    @property
+    def versus_fastest(self) -> Comparison | None:
+        return self.comparisons.get(self.num_envs)
+
+
+def pick_fastest(candidates: Sequence[Rates], margin: float = DEFAULT_MARGIN,
+                 remeasure_left: bool = True) -> SpeedPick | None:
+    """The smallest size known to be within ``margin`` of the fastest (or faster than it),
+    else the fastest by median. A comparison that could change the pick and is unresolved
+    asks for the fastest and that size to be measured again (the closest such contender
+    first); with none left to ask, the fastest median stands, and ``exhausted`` says so."""
+    if not candidates:
+        return None
+    fastest = max(candidates, key=lambda c: (c.median, -c.num_envs))
+    comparisons = {c.num_envs: compare_rates(c, fastest, margin) for c in candidates
+                   if c is not fastest}
+    eligible = [c for c in candidates if c is not fastest and c.num_envs < fastest.num_envs
+                and (comparisons[c.num_envs].verdict is Verdict.WITHIN_MARGIN
+                     or comparisons[c.num_envs].a_faster is True)]
+    pick = min(eligible, key=lambda c: c.num_envs) if eligible else fastest
+    # Unresolved sizes between the pick and the fastest cannot change the pick; a smaller
+    # one could become the pick, a larger one could be the faster.
+    open_ = [c for c in candidates if c is not fastest
+             and comparisons[c.num_envs].verdict is Verdict.UNRESOLVED
+             and not pick.num_envs < c.num_envs < fastest.num_envs]
+    remeasure: tuple[int, ...] = ()
+    exhausted = False
+    if open_:
+        if remeasure_left:
+            contender = max(open_, key=lambda c: (c.median, -c.num_envs))
+            remeasure = (fastest.num_envs, contender.num_envs)
+        else:
+            exhausted = True
+    return SpeedPick(pick.num_envs, fastest.num_envs, comparisons, remeasure, exhausted,
+                     {c.num_envs: c for c in candidates})
+
+
+def percent(ratio: float) -> str:
+    return f"{abs(ratio - 1) * 100:.1f}%"
+
+
+def comparison_words(small: int, big: int, c: Comparison, *, fastest_is: int) -> str:
+    """One candidate against the fastest, in figures: 'within 1.1% (95% interval ±0.8%)',
+    '26% faster (95% interval 22-30%)', 'unresolved'. ``c`` is candidate / fastest."""
+    other = small if fastest_is == big else big
+    if c.verdict is Verdict.WITHIN_MARGIN:
+        assert c.low is not None and c.high is not None
+        spread = max(abs(c.low - 1), abs(c.high - 1)) * 100
+        return (f"{big} and {small} within {percent(c.ratio)} (95% interval "
+                f"±{spread:.1f}%, margin {c.margin:.0%})")
+    if c.verdict is Verdict.FASTER and c.low == c.high:  # no spread recorded: no interval
+        return (f"{other if c.a_faster else fastest_is} is "
+                f"{percent(c.ratio if c.a_faster else 1 / c.ratio)} faster than "
+                f"{fastest_is if c.a_faster else other}")
+    if c.verdict is Verdict.FASTER:
+        assert c.low is not None and c.high is not None
+        if c.a_faster:  # the candidate beat the fastest median
+            return (f"{other} is {percent(c.ratio)} faster than {fastest_is} (95% interval "
+                    f"{(c.low - 1) * 100:.1f}-{(c.high - 1) * 100:.1f}%)")
+        lo, hi = 1 / c.high - 1, 1 / c.low - 1
+        return (f"{fastest_is} is {percent(1 / c.ratio)} faster than {other} (95% interval "
+                f"{lo * 100:.1f}-{hi * 100:.1f}%)")
+    ratio = "n/a" if math.isnan(c.ratio) else f"{c.ratio:.3f}"
+    return (f"{other} vs {fastest_is} unresolved (ratio {ratio}, {c.interval_words()}, "
+            f"margin {c.margin:.0%})")
