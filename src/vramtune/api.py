@@ -400,3 +400,34 @@ def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | Non
                                                   hydra_prefix=hydra_prefix)
         out.append(EmittedConfig(emission.budget_bytes, emission, text))
     return source, out
+
+
+# --- Saved runs as `vramtune report` and `compare` read them -------------------------------
+
+@dataclass(frozen=True)
+class RunChoice:
+    """A saved sweep re-chosen: the pick, with the headroom and objective it was made with."""
+
+    run: Run
+    recommendation: Recommendation
+    headroom_fraction: float
+    objective: Objective
+
+
+def open_run(path: str | Path) -> Run:
+    """A saved sweep (its directory or its results.jsonl); ``run.warnings`` says what was
+    skipped while reading it."""
+    return load_run(path)
+
+
+def choose_in_run(run: Run, *, headroom: Percent = None,
+                  objective: str | Objective | None = None) -> RunChoice:
+    """Re-choose within a saved sweep at its own budget: headroom and objective default to
+    the sweep's own (throughput when its header does not say)."""
+    from vramtune.tune.budgets import run_objective
+
+    fraction = as_fraction(headroom)
+    fraction = run.header.headroom_fraction if fraction is None else fraction
+    goal = as_objective(objective) or run_objective(run) or Objective.THROUGHPUT
+    return RunChoice(run, choose(run.results, run.header.budget_bytes, fraction, goal),
+                     fraction, goal)

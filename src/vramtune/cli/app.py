@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
@@ -19,10 +22,11 @@ from vramtune.cli import (
     verify_cmd,
 )
 from vramtune.cli.common import Terminated
+from vramtune.compat import require_trainable_stack
 from vramtune.errors import UserError
 
 app = typer.Typer(
-    name="vramtune", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+    name="vramtune", no_args_is_help=True, pretty_exceptions_enable=False,
     help="Measure how many parallel envs (and which batch settings) make Brax/MJX/Playground "
          "PPO fastest on this GPU without running out of memory.")
 
@@ -39,16 +43,26 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """vramtune."""
 
 
-app.command("trial")(trial_cmd.trial)
+def trains(command: Callable[..., Any]) -> Callable[..., Any]:
+    """A command that runs PPO trials: refuse, in one line, a jax/brax pair that cannot
+    train, after its options parsed (so --help still works) and before anything runs."""
+    @functools.wraps(command)  # typer reads the options through __wrapped__
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        require_trainable_stack()
+        return command(*args, **kwargs)
+    return checked
+
+
+app.command("trial")(trains(trial_cmd.trial))
 app.command("check")(check_cmd.check)
 app.command("emit-config")(emit_cmd.emit_config)
 app.command("profiles")(profiles_cmd.profiles)
 app.command("init-profile")(profiles_cmd.init_profile)
-app.command("sweep")(sweep_cmd.sweep)
-app.command("bench")(bench_cmd.bench_command)
+app.command("sweep")(trains(sweep_cmd.sweep))
+app.command("bench")(trains(bench_cmd.bench_command))
 app.command("report")(report_cmd.report)
 app.command("compare")(report_cmd.compare)
-app.command("verify")(verify_cmd.verify)
+app.command("verify")(trains(verify_cmd.verify))
 app.command("doctor")(doctor_cmd.doctor)
 
 

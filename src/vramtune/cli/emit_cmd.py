@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from vramtune import api, paths
-from vramtune.cli.common import console, err_console
+from vramtune.cli.common import console, err_console, print_json
 from vramtune.errors import UserError
 from vramtune.results.store import RESULTS_FILE, load_run
 from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
@@ -42,6 +44,24 @@ def _write(path: Path, text: str) -> None:
 
 def _say(text: str) -> None:
     err_console.print(text, markup=False, soft_wrap=True)
+
+
+def _quiet(text: str) -> None:
+    """--json: what would be said on stderr is in the JSON instead."""
+
+
+def _record(config: api.EmittedConfig, file: Path | None, overrides: str | None,
+            card: str | None = None) -> dict[str, Any]:
+    """One budget's config as --json prints it: the pick, the text, where it went, why not."""
+    e, chosen = config.emission, config.emission.chosen
+    return {"card": card, "budget_bytes": e.budget_bytes, "headroom_fraction": e.headroom_fraction,
+            "num_envs": chosen.num_envs if chosen else None,
+            "batch_size": chosen.batch_size if chosen else None,
+            "num_minibatches": chosen.num_minibatches if chosen else None,
+            "file": str(file) if file is not None and config.text is not None else None,
+            "text": config.text, "hydra_overrides": overrides, "error": e.error,
+            "notices": list(e.notices), "optimisation_change": e.optimisation_change,
+            "predicted": dataclasses.asdict(e.predicted) if e.predicted else None}
 
 
 def _targets(source: Measurements, emissions: list[Emission], fmt_: ConfigFormat, output: Path | None
@@ -101,20 +121,28 @@ def emit_config(
         "--num-timesteps", help="Training length to write into the config (not measured).")] = None,
     hydra_prefix: Annotated[str, typer.Option(
         help="Hydra: the config key the PPO settings live under.")] = "ppo",
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON object (each budget's pick, YAML text, file written, "
+                       "notices) instead of the YAML and the table; files are written as "
+                       "without it.")] = False,
 ) -> None:
     """Write tuned configs from measured trials only; exit 1 if a budget cannot be served."""
+    say = _quiet if json_out else _say
+    warnings: list[str] = []
     if not run_dirs:
         run_dirs = [newest_run()]
-        _say(f"using the newest run: {run_dirs[0]}")
+        say(f"using the newest run: {run_dirs[0]}")
     given = list(run_dirs)
     run_dirs = api.expand_runs(run_dirs)  # a mixed-cluster sweep's parent: the runs under it
     for directory in run_dirs:
         for warning in load_run(directory).warnings:
-            _say(f"warning: {warning}")
+            warnings.append(warning)
+            say(f"warning: {warning}")
     if len(api.runs_by_card(run_dirs)) > 1:
         _emit_cards(given, run_dirs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
                     format_=format_, output=output, num_timesteps=num_timesteps,
-                    hydra_prefix=hydra_prefix)
+                    hydra_prefix=hydra_prefix, say=say,
+                    json_warnings=warnings if json_out else None)
     source, configs = api.emit_config(run_dirs, gpu_mem=gpu_mem, objective=objective,
                                       headroom=headroom, format=format_,
                                       num_timesteps=num_timesteps, hydra_prefix=hydra_prefix)
@@ -122,47 +150,62 @@ def emit_config(
     files, table = _targets(source, emissions, format_, output)
     failed = False
     said: set[str] = set()
+    records: list[dict[str, Any]] = []
     for config, file in zip(configs, files, strict=True):
         emission, text = config.emission, config.text
         tag = f"{budget_label(emission.budget_bytes)}: " if len(emissions) > 1 else ""
         if emission.error or text is None:
             failed = True
-            _say(f"error: budget {budget_label(emission.budget_bytes)}: {emission.error}")
+            say(f"error: budget {budget_label(emission.budget_bytes)}: {emission.error}")
+            records.append(_record(config, None, None))
             continue
         for notice in emission.notices:
             if notice == CPU_NOTICE:  # the same for every budget: say it once
                 if notice not in said:
                     said.add(notice)
-                    _say(f"notice: {notice}")
+                    say(f"notice: {notice}")
                 continue
-            _say(f"{tag}notice: {notice}")
+            say(f"{tag}notice: {notice}")
         if emission.optimisation_change:
-            _say(f"{tag}note: {emission.optimisation_change}")
+            say(f"{tag}note: {emission.optimisation_change}")
         if emission.predicted is not None:
-            _say(f"{tag}{emission.predicted}")
+            say(f"{tag}{emission.predicted}")
+        overrides = (hydra_overrides(emission, hydra_prefix) if format_ is ConfigFormat.HYDRA
+                     else None)
+        records.append(_record(config, file, overrides))
         if file is None:
-            typer.echo(text, nl=False)
+            if not json_out:
+                typer.echo(text, nl=False)
             continue
         _write(file, text)
-        _say(f"wrote {file}")
-        if format_ is ConfigFormat.HYDRA:
-            typer.echo(f"{tag}{hydra_overrides(emission, hydra_prefix)}")
+        say(f"wrote {file}")
+        if overrides is not None and not json_out:
+            typer.echo(f"{tag}{overrides}")
     if table is not None:
         written = [str(f.name) if f is not None and e.chosen is not None else None
                    for e, f in zip(emissions, files, strict=True)]
         text = markdown_table(source, emissions, written)
         if any(e.chosen is not None for e in emissions):
             _write(table, text)
-            _say(f"wrote {table}")
-        console.print(text, markup=False, soft_wrap=True, end="")
+            say(f"wrote {table}")
+        else:
+            table = None
+        if not json_out:
+            console.print(text, markup=False, soft_wrap=True, end="")
+    if json_out:
+        print_json({"profile": source.profile.name, "runs": [str(d) for d in run_dirs],
+                    "configs": records, "table": str(table) if table else None,
+                    "warnings": warnings})
     raise typer.Exit(1 if failed else 0)
 
 
 def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
                 objective: Objective | None, headroom: str | None, format_: ConfigFormat,
-                output: Path | None, num_timesteps: int | None, hydra_prefix: str) -> None:
+                output: Path | None, num_timesteps: int | None, hydra_prefix: str,
+                say: Callable[[str], None] = _say, json_warnings: list[str] | None = None) -> None:
     """Runs of several cards (a mixed cluster's parent directory): one config per card and
-    budget, and the per-card quick-reference table, in -o DIR or <parent>/configs/."""
+    budget, and the per-card quick-reference table, in -o DIR or <parent>/configs/.
+    ``json_warnings`` not None: print the JSON object (with these warnings), not the table."""
     cards = api.emit_cards(run_dirs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
                            format=format_, num_timesteps=num_timesteps,
                            hydra_prefix=hydra_prefix)
@@ -173,6 +216,7 @@ def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
     folder = output if output is not None else base / "configs"
     failed = False
     files: list[list[str | None]] = []
+    records: list[dict[str, Any]] = []
     for card, source, configs in cards:
         names: list[str | None] = []
         for config in configs:
@@ -180,33 +224,43 @@ def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
             tag = f"{card} {budget_label(emission.budget_bytes)}"
             if emission.error or text is None:
                 failed = True
-                _say(f"error: {tag}: {emission.error}")
+                say(f"error: {tag}: {emission.error}")
                 names.append(None)
+                records.append(_record(config, None, None, card))
                 continue
             for notice in emission.notices:
                 if notice != CPU_NOTICE:
-                    _say(f"{tag}: notice: {notice}")
+                    say(f"{tag}: notice: {notice}")
             if emission.optimisation_change:
-                _say(f"{tag}: note: {emission.optimisation_change}")
+                say(f"{tag}: note: {emission.optimisation_change}")
             if emission.predicted is not None:
-                _say(f"{tag}: {emission.predicted}")
+                say(f"{tag}: {emission.predicted}")
             name = output_name(f"{source.profile.name}-{_slug(card)}", emission.budget_bytes,
                                format_)
             _write(folder / name, text)
-            _say(f"wrote {folder / name}")
-            if format_ is ConfigFormat.HYDRA:
-                typer.echo(f"{tag}: {hydra_overrides(emission, hydra_prefix)}")
+            say(f"wrote {folder / name}")
+            overrides = (hydra_overrides(emission, hydra_prefix)
+                         if format_ is ConfigFormat.HYDRA else None)
+            records.append(_record(config, folder / name, overrides, card))
+            if overrides is not None and json_warnings is None:
+                typer.echo(f"{tag}: {overrides}")
             names.append(name)
         files.append(names)
     if any(CPU_NOTICE in c.emission.notices for _, _, configs in cards for c in configs):
-        _say(f"notice: {CPU_NOTICE}")
+        say(f"notice: {CPU_NOTICE}")
     emissions = [(card, source, [c.emission for c in configs]) for card, source, configs in cards]
     text = cards_markdown(emissions, files)
+    table = None
     if any(name for names in files for name in names):
         table = folder / f"{cards[0][1].profile.name}-cards.md"
         _write(table, text)
-        _say(f"wrote {table}")
-    console.print(text, markup=False, soft_wrap=True, end="")
+        say(f"wrote {table}")
+    if json_warnings is not None:
+        print_json({"profile": cards[0][1].profile.name, "runs": [str(d) for d in run_dirs],
+                    "configs": records, "table": str(table) if table else None,
+                    "warnings": json_warnings})
+    else:
+        console.print(text, markup=False, soft_wrap=True, end="")
     raise typer.Exit(1 if failed else 0)
 
 

@@ -60,6 +60,8 @@ def init_profile(
     = None,
     backend: Annotated[str | None, typer.Option(
         help=f"brax physics backend ({', '.join(BRAX_BACKENDS)}; default generalized).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the profile written as "
+                                                          "JSON.")] = False,
 ) -> None:
     """Write a starter profile filled from the source's canonical config (Playground:
     brax_ppo_config; brax: Brax's published PPO settings; factory: a template)."""
@@ -77,7 +79,7 @@ def init_profile(
     if not paths.is_dir(output.parent):
         raise UserError(f"cannot write {output}: folder {output.parent} does not exist")
     paths.check_writable_file(output, "-o")
-    if err_console.is_terminal:  # keep piped stderr to the one line an error needs
+    if err_console.is_terminal and not json_out:  # keep piped stderr to the one line an error needs
         err_console.print(f"[dim]reading the canonical config of {escape(env)}…[/dim]")
     data, origin = starter_profile(env, backend, import_path=str(output.resolve().parent))
     if name:
@@ -88,8 +90,15 @@ def init_profile(
     text = render_profile_yaml(data, origin, used)
     paths.write_text(output, text, "profile")
     profile = load_profile(output)
+    try_it = f"vramtune trial --profile {output} --num-envs {profile.first_size}"
+    if json_out:
+        print_json({"file": str(output), "name": profile.name, "env": profile.env,
+                    "backend": profile.backend, "impl": profile.impl,
+                    "num_envs": profile.num_envs, "batch_size": profile.batch_size,
+                    "num_minibatches": profile.num_minibatches,
+                    "unroll_length": profile.unroll_length, "origin": origin, "try": try_it})
+        return
     console.print(f"wrote {output}: profile {profile.name!r} ({profile.env}, num_envs "
                   f"{profile.num_envs}, batch {profile.batch_size} x {profile.num_minibatches}, "
                   f"unroll {profile.unroll_length})", markup=False)
-    console.print(f"try it: vramtune trial --profile {output} --num-envs {profile.first_size}",
-                  markup=False)
+    console.print(f"try it: {try_it}", markup=False)

@@ -14,9 +14,8 @@ from vramtune import api, paths
 from vramtune.cli.common import console, err_console
 from vramtune.cli.tables import compare_rich, rich_table, sweep_rich
 from vramtune.errors import UserError
-from vramtune.results.store import Run, load_run
-from vramtune.tune.budgets import run_objective
-from vramtune.tune.recommend import Objective, choose
+from vramtune.results.store import Run
+from vramtune.tune.recommend import Objective
 from vramtune.units import parse_percent
 from vramtune.views import runs as cmp
 from vramtune.views.configs import cards_markdown, cards_table
@@ -32,16 +31,21 @@ class TableFormat(StrEnum):
     JSON = "json"
 
 
+JSON_HELP = "Print JSON: the same as --format json."
+
+
+def _format(format: TableFormat, json_out: bool) -> TableFormat:
+    """--json is --format json, the flag every command that prints a result has."""
+    if json_out and format not in (TableFormat.TABLE, TableFormat.JSON):
+        raise UserError(f"--json and --format {format}: give one of them")
+    return TableFormat.JSON if json_out else format
+
+
 def _load(path: str) -> Run:
-    run = load_run(path)
+    run = api.open_run(path)
     for warning in run.warnings:
         err_console.print(f"[yellow]warning:[/] {escape(warning)}")
     return run
-
-
-def _default_objective(run: Run) -> Objective:
-    """The objective the sweep used, when its header says (else throughput)."""
-    return run_objective(run) or Objective.THROUGHPUT
 
 
 def report(
@@ -49,21 +53,23 @@ def report(
                                            show_default=False)],
     format: Annotated[TableFormat, typer.Option("--format", "-f", help="Output format.")] = TableFormat.TABLE,
     plot: Annotated[Path | None, typer.Option(help="Also write a PNG plot here (needs "
-                                                   "vramtune[plot]).")] = None,
+                                                   "vramtune\\[plot]).")] = None,
     headroom: Annotated[str | None, typer.Option(help="Override the sweep's headroom, e.g. 15%.")]
     = None,
     objective: Annotated[Objective | None, typer.Option(help="Override the sweep's objective.")]
     = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """The comparison table of any saved sweep, re-choosing with its budget and headroom."""
+    format = _format(format, json_out)
     headroom_fraction = None if headroom is None else parse_percent(headroom, what="--headroom")
     if plot is not None:  # before the work, so a bad path never costs the table
         paths.check_writable_file(plot, "--plot")
     run = _load(run_dir)
     h = run.header
-    headroom_fraction = h.headroom_fraction if headroom_fraction is None else headroom_fraction
-    objective = objective or _default_objective(run)
-    rec = choose(run.results, h.budget_bytes, headroom_fraction, objective)
+    choice = api.choose_in_run(run, headroom=headroom_fraction, objective=objective)
+    rec, headroom_fraction, objective = (choice.recommendation, choice.headroom_fraction,
+                                         choice.objective)
     table = sweep_table(run.results, rec, h.budget_bytes)
     if format is TableFormat.CSV:
         sys.stdout.write(table.to_csv())
@@ -100,9 +106,11 @@ def compare(
     run_b: Annotated[str | None, typer.Argument(help="Second run directory (B).",
                                                 show_default=False)] = None,
     format: Annotated[TableFormat, typer.Option("--format", "-f", help="Output format.")] = TableFormat.TABLE,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Two saved sweeps side by side (two GPUs, two versions): peaks, steps/s, B/A ratios.
     A parent directory of several cards' runs: the per-card quick-reference table."""
+    format = _format(format, json_out)
     if run_b is None:
         _compare_cards(run_a, format)
         return

@@ -12,10 +12,12 @@ the report is a frozen dataclass, the CLI prints it.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
 from vramtune import machine
+from vramtune.compat import stack_problem
 from vramtune.errors import UserError
 from vramtune.measure.cap import Cap, cpu_cap, plan_gpu_cap, requested_platform
 from vramtune.measure.nvml import Nvml
@@ -137,9 +139,14 @@ def capped_probe(cap: Cap) -> CapProbe:
                     cap_mismatch(cap, proof, cap.device_count), report.wall_s)
 
 
-def diagnose(nvml: Nvml | None = None, *, run_cap_probe: bool = True) -> DoctorReport:
-    """Probe this machine as a sweep would use it. Takes a few seconds per probe."""
+def diagnose(nvml: Nvml | None = None, *, run_cap_probe: bool = True,
+             import_path: Sequence[str] | None = None) -> DoctorReport:
+    """Probe this machine as a sweep would use it. Takes a few seconds per probe.
+    ``import_path``: where to look for jax and brax's files (default sys.path)."""
     problems: list[str] = []
+    stack = stack_problem(import_path)
+    if stack is not None:
+        problems.append(stack.message)
     notes: list[str] = []
     raw_platforms = os.environ.get("JAX_PLATFORMS")
     platform = requested_platform(raw_platforms or "")
