@@ -25,7 +25,7 @@ from vramtune.cli.common import (
     print_json,
     signals_as_exceptions,
 )
-from vramtune.cli.tables import rich_table, sweep_rich
+from vramtune.cli.tables import WIDE_HELP, rich_table, sweep_rich
 from vramtune.errors import UserError
 from vramtune.measure.wire import Event, Phase, Sample, SweepNote, TrialStarted
 from vramtune.records import Purpose, Status, TrialResult, any_gpu
@@ -175,7 +175,7 @@ def _summary(prepared: PreparedSweep, interrupted: bool,
 
 
 def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *,
-                   next_line: bool = True) -> int:
+                   next_line: bool = True, wide: bool = False) -> int:
     state, config, objective = prepared.state, prepared.config, prepared.objective
     run_dir = prepared.run_dir
     rec = api.outcome(prepared, interrupted=interrupted).recommendation
@@ -190,7 +190,7 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
     if prepared.label:
         title = f"{prepared.label}: {title}"
     if len(table):
-        console.print(sweep_rich(table, title=title))
+        console.print(sweep_rich(table, title=title, wide=wide), crop=False)
     if not gpu and state.results:
         console.print("[dim]CPU backend: memory figures are host RAM (peak RSS), not VRAM.[/dim]")
     if any(r.shared_run for r in state.results):
@@ -272,6 +272,7 @@ def sweep(
     gpu_types: Annotated[str | None, typer.Option(
         "--gpu-types", help="Mixed cluster: one sweep per Ray accelerator type at once, e.g. "
                             "A100,H100; each its own run directory under --out.")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
 ) -> None:
     """Find the num_envs boundary under a memory budget from real trials, recommend."""
     if profile is not None:
@@ -287,7 +288,7 @@ def sweep(
                      max_envs=max_envs, refine=refine, objective=objective, out=out,
                      resume=resume, timeout_s=timeout, cache=cache, confirm=confirm,
                      confirm_steps=confirm_steps, devices=devices, search=search,
-                     ray_address=ray_address, gpu_types=gpu_types, json_out=json_out)
+                     ray_address=ray_address, gpu_types=gpu_types, json_out=json_out, wide=wide)
     prepared = api.prepare_sweep(
         profile, gpu_mem=gpu_mem,
         headroom=headroom, start=start, max_envs=max_envs, refine=refine, objective=objective,
@@ -305,14 +306,14 @@ def sweep(
         with signals_as_exceptions(), progress:
             api.run_prepared(prepared, progress.event,
                              lambda step, result: progress.trial_done(result))
-        code = _print_outcome(prepared, json_out, interrupted=False)
+        code = _print_outcome(prepared, json_out, interrupted=False, wide=wide)
     except (KeyboardInterrupt, Terminated) as stop:
-        _print_outcome(prepared, json_out, interrupted=True)
+        _print_outcome(prepared, json_out, interrupted=True, wide=wide)
         how, code = ("terminated", 143) if isinstance(stop, Terminated) else ("interrupted", 130)
         err_console.print(f"vramtune: {how}; measured trials are saved")
     except UserError:
         # A write failed after trials ran (disk full): the table first, then the one line.
-        _print_outcome(prepared, json_out, interrupted=True)
+        _print_outcome(prepared, json_out, interrupted=True, wide=wide)
         raise
     if state.results and any(r.status is Status.ERROR for r in state.results) and not json_out:
         errors = [r for r in state.results if r.status is Status.ERROR]
@@ -331,7 +332,7 @@ def _is_parent(path: Path) -> bool:
 
 
 def _sweep_types(profile: str | None, *, gpu_types: str | None, json_out: bool,
-                 **options: Any) -> None:
+                 wide: bool = False, **options: Any) -> None:
     """One sweep per accelerator type of a mixed Ray cluster, all at once."""
     parent, sweeps = api.prepare_sweeps(profile, gpu_types=gpu_types, **options)
     if not json_out:
@@ -359,11 +360,12 @@ def _sweep_types(profile: str | None, *, gpu_types: str | None, json_out: bool,
                                for p in sweeps}})
     else:
         for p in sweeps:
-            _print_outcome(p, False, interrupted is not None, next_line=False)
+            _print_outcome(p, False, interrupted is not None, next_line=False, wide=wide)
         if interrupted is None:
             cards = [(card, source, [c.emission for c in configs])
                      for card, source, configs in api.emit_cards(parent)]
-            console.print(rich_table(cards_table(cards), title="per card, at each sweep's cap"))
+            console.print(rich_table(cards_table(cards), title="per card, at each sweep's cap",
+                                     wide=wide), crop=False)
             console.print(f"next: {_program()} emit-config {escape(str(parent))}")
         else:
             console.print(f"next: {_program()} sweep --resume {escape(str(parent))}")
