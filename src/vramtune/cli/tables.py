@@ -22,7 +22,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from vramtune.results.frame import to_python
-from vramtune.tune.gate import BenchReport
+from vramtune.tune.gate import BenchReport, Verdict
 from vramtune.views.gate_table import bench_heading, bench_terminal_table, bench_thresholds, bench_verdict
 from vramtune.views.tables import Column, Table, short_form
 
@@ -38,7 +38,6 @@ REASON_ROOM = 30
 """Cells a reason column keeps before optional columns are added: enough for most reasons
 whole ('27% below best, within noise' is 28), the rest as short form and footnote."""
 
-_MARK_ROOM = 5  # " [12]": a footnote mark after a short form
 
 
 def _words(text: str) -> int:
@@ -58,7 +57,8 @@ class _Fit:
     def of(cls, column: Column, cells: list[str]) -> _Fit:
         header = cell_len(column.title)
         if column.footnote:
-            least = max((min(cell_len(c), cell_len(short_form(c)) + _MARK_ROOM) for c in cells),
+            mark = len(f" [{len(cells)}]")  # the widest mark its footnotes can need
+            least = max((min(cell_len(c), cell_len(short_form(c)) + mark) for c in cells),
                         default=0)
         elif column.wrap:
             least = max((_words(c) for c in cells), default=0)
@@ -74,22 +74,32 @@ class _Fit:
         return min(self.full, max(self.least, REASON_ROOM))
 
 
-def _overhead(columns: int) -> int:
-    return 3 * columns + 1  # a border left of each column and at the end, padding 1 a side
+def _overhead(columns: int, edge: bool = True) -> int:
+    """Cells beside the columns' own: padding 1 a side and a border between columns, and
+    the outer borders when the table has edges."""
+    return 3 * columns + 1 if edge else 3 * columns - 1
 
 
-def _plan(fits: list[_Fit], width: int) -> tuple[list[_Fit], list[int]]:
-    """Which columns a terminal ``width`` shows, in the table's order, and how wide.
+def _plan(fits: list[_Fit], width: int) -> tuple[list[_Fit], list[int], bool]:
+    """Which columns a terminal ``width`` shows, in the table's order, how wide, and whether
+    the table keeps its outer borders (left off only where that lets the essentials fit).
 
     The essential ones always, their headers on one line if they fit so, else wrapped at
-    spaces; text columns with their room; then optional columns lowest priority first,
-    each with its header on one line (a column worth showing is worth a readable header),
-    while they fit. Slack goes to text columns up to their room, to headers that can then be
-    whole, and to text columns up to their whole text."""
+    spaces; text columns with their room; then optional columns lowest priority first, a
+    priority's columns together, each with its header on one line (a column worth showing is
+    worth a readable header), while they fit. Slack goes to text columns up to their room,
+    to headers that can then be whole, and to text columns up to their whole text."""
     essential = [f for f in fits if f.column.priority == 0]
+    least = sum(f.least for f in essential)
+    edge = least + _overhead(len(essential)) <= width or \
+        least + _overhead(len(essential), False) > width
+
+    def overhead(columns: int) -> int:
+        return _overhead(columns, edge)
+
     start = {id(f): f.least if f.column.wrap else f.full for f in fits}
     whole = (sum(f.room if f.column.wrap else f.full for f in essential)
-             + _overhead(len(essential)) <= width)
+             + overhead(len(essential)) <= width)
     if not whole:
         start.update({id(f): f.least for f in essential})
 
@@ -98,15 +108,16 @@ def _plan(fits: list[_Fit], width: int) -> tuple[list[_Fit], list[int]]:
 
     chosen = list(essential)
     used = sum(cost(f) for f in chosen)
-    for f in sorted((f for f in fits if f.column.priority > 0),
-                    key=lambda f: f.column.priority):  # stable: table order within a priority
-        if used + cost(f) + _overhead(len(chosen) + 1) <= width:
-            chosen.append(f)
-            used += cost(f)
+    for priority in sorted({f.column.priority for f in fits} - {0}):
+        # Columns of one priority go together (steps/s A and B) or not at all.
+        group = [f for f in fits if f.column.priority == priority]
+        if used + sum(map(cost, group)) + overhead(len(chosen) + len(group)) <= width:
+            chosen += group
+            used += sum(map(cost, group))
     keep = {id(f) for f in chosen}
     chosen = [f for f in fits if id(f) in keep]
     widths = [start[id(f)] for f in chosen]
-    slack = width - _overhead(len(chosen)) - sum(widths)
+    slack = width - overhead(len(chosen)) - sum(widths)
     for stage in ("room", "headers", "text"):
         for i, f in enumerate(chosen):
             if stage == "headers" and not f.column.wrap:
@@ -117,7 +128,7 @@ def _plan(fits: list[_Fit], width: int) -> tuple[list[_Fit], list[int]]:
                 give = max(0, min(slack, (f.room if stage == "room" else f.full) - widths[i]))
                 widths[i] += give
                 slack -= give
-    return chosen, widths
+    return chosen, widths, edge
 
 
 class FittedTable:
@@ -136,13 +147,14 @@ class FittedTable:
         rows = table.rows()
         fits = [_Fit.of(c, [row[i] for row in rows]) for i, c in enumerate(table.columns)]
         if self.wide:
-            chosen, widths = fits, [f.full for f in fits]
+            chosen, widths, edge = fits, [f.full for f in fits], True
         else:
-            chosen, widths = _plan(fits, width)
+            chosen, widths, edge = _plan(fits, width)
+        needed = sum(widths) + _overhead(len(widths), edge)
         index = {c.key: i for i, c in enumerate(table.columns)}
         notes: dict[str, int] = {}
         out = RichTable(title=escape(self.title) if self.title else None, header_style="bold",
-                        width=max(width, sum(widths) + _overhead(len(widths))))
+                        show_edge=edge, width=needed)
         for f, w in zip(chosen, widths, strict=True):
             # Every cell fits its width, so nothing wraps but headers (at spaces) and a
             # reason without a short form; numbers never do.
@@ -159,8 +171,6 @@ class FittedTable:
                 colour = self.style(i, f.column.key, text) if self.style else None
                 cells.append(f"[{colour}]{escape(shown)}[/]" if colour else escape(shown))
             out.add_row(*cells, style="bold" if table.is_strong(i) else None)
-        if sum(widths) + _overhead(len(widths)) <= width:
-            out.width = None  # no wider than its columns
         left_out = [c.title for c in table.columns if c.key not in {f.column.key for f in chosen}]
         return out, [f"[{n}] {text}" for text, n in notes.items()], left_out
 
@@ -210,12 +220,20 @@ def compare_rich(table: Table, *, wide: bool = False) -> FittedTable:
     return rich_table(table, style=style, wide=wide)
 
 
+_VERDICT_STYLE = {Verdict.WORSE: "red", Verdict.FAILED: "red", Verdict.BETTER: "green",
+                  Verdict.FIXED: "green", Verdict.NEW: "cyan"}
+
+
 def bench_rich(report: BenchReport, *, title: str | None = None, wide: bool = False) -> Group:
     """The gate's verdicts for a terminal: what ``bench_markdown`` writes for CI, with the
-    repeats' ranges as optional columns and long verdicts as footnotes."""
+    repeats' ranges as optional columns, verdicts in words and colour, long ones as
+    footnotes."""
+    def style(row: int, key: str, _text: str) -> str | None:
+        return _VERDICT_STYLE.get(report.rows[row].verdict) if key == "verdict_words" else None
+
     parts: list[RenderableType] = [Text(bench_heading(report, title=title), style="bold")]
     parts += [Text(f"note: {note}", style="yellow") for note in report.notes]
-    parts.append(rich_table(bench_terminal_table(report), wide=wide))
+    parts.append(rich_table(bench_terminal_table(report), style=style, wide=wide))
     passed = report.passed or report.baseline is None
     parts.append(Text(bench_verdict(report), style="bold " + ("green" if passed else "red")))
     parts.append(Text(bench_thresholds(report), style="dim"))

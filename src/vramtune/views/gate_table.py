@@ -15,6 +15,10 @@ MARKERS = {Verdict.WORSE: "🔴 worse", Verdict.BETTER: "🟢 better",
            Verdict.FAILED: "🔴 failed", Verdict.FIXED: "🟢 fixed",
            Verdict.BOTH_FAILED: "⚪ failed in both", Verdict.NEW: "🆕 no baseline",
            Verdict.UNMEASURED: "⚪ n/a"}
+# A terminal shows the words (in colour): an emoji's width differs from terminal to
+# terminal and would shift the columns after it.
+WORDS = {verdict: marker.split(" ", 1)[1] for verdict, marker in MARKERS.items()}
+_TERMINAL_LABELS = {"peak host RAM": "peak RAM"}  # beside "peak VRAM", never mistaken for it
 
 
 # --- Markdown -------------------------------------------------------------------------------
@@ -61,13 +65,13 @@ def _parts(row: MetricRow) -> dict[str, str]:
         parts = _bytes_parts if row.metric == Metric.MEMORY else _rate_parts
         base, cand = parts(row.baseline_values), parts(row.candidate_values)
         change = _change(row.change)
-    verdict = MARKERS[row.verdict]
-    if row.detail:
-        verdict += f": {row.detail}"
-    return {"num_envs": str(row.num_envs), "metric": row.label, "baseline": _with_range(base),
+    detail = f": {row.detail}" if row.detail else ""
+    return {"num_envs": str(row.num_envs), "metric": row.label,
+            "metric_short": _TERMINAL_LABELS.get(row.label, row.label),
+            "verdict_words": WORDS[row.verdict] + detail, "baseline": _with_range(base),
             "candidate": _with_range(cand), "baseline_median": base[0],
             "baseline_range": base[1], "candidate_median": cand[0], "candidate_range": cand[1],
-            "change": change, "verdict": verdict}
+            "change": change, "verdict": MARKERS[row.verdict] + detail}
 
 
 _COLUMNS = (Column("num_envs", "num_envs", "right"), Column("metric", "metric"),
@@ -77,12 +81,13 @@ _COLUMNS = (Column("num_envs", "num_envs", "right"), Column("metric", "metric"),
 # A terminal's: the medians, the change and the verdict always; the repeats' ranges when
 # there is room (their own columns, so a narrow terminal drops them whole, never cut).
 _TERMINAL_COLUMNS = (
-    Column("num_envs", "num_envs", "right"), Column("metric", "metric"),
+    Column("num_envs", "num_envs", "right"), Column("metric_short", "metric"),
     Column("baseline_median", "baseline", "right"),
     Column("baseline_range", "baseline min–max", "right", optional=True, priority=1),
     Column("candidate_median", "candidate", "right"),
     Column("candidate_range", "candidate min–max", "right", optional=True, priority=1),
-    Column("change", "change", "right"), Column("verdict", "verdict", wrap=True, footnote=True))
+    Column("change", "change", "right"),
+    Column("verdict_words", "verdict", wrap=True, footnote=True))
 
 
 def _table(columns: Sequence[Column], report: BenchReport) -> Table:

@@ -116,20 +116,20 @@ def _columns(gpu: bool, capped: bool, ci: bool) -> tuple[Column, ...]:
         cap_header = "capped (VRAM pool)" if capped else "pool (VRAM)"
     else:
         cap_header = "capped (data seg.)" if capped else "data seg. (host)"
-    ci_column = (Column("steps_ci", "steps/s ±%", "right", optional=True, priority=1),) if ci else ()
-    return (Column("num_envs", "num_envs", "right"), Column("batch", "batch", priority=3),
+    ci_column = (Column("steps_ci", "steps/s ±%", "right", optional=True, priority=2),) if ci else ()
+    return (Column("num_envs", "num_envs", "right"), Column("batch", "batch", priority=4),
             Column("run", "run", optional=True, priority=1), Column("status", "status"),
-            Column("alloc_peak", "alloc peak (VRAM)", "right", optional=True, priority=8),
+            Column("alloc_peak", "alloc peak (VRAM)", "right", optional=True, priority=10),
             Column("process_peak", "process peak (VRAM)", "right", optional=True,
-                   priority=0 if gpu else 7),
-            Column("host_peak", "host peak (RAM)", "right", priority=7 if gpu else 0),
-            Column("capped", cap_header, "right", optional=True, priority=2),
+                   priority=0 if gpu else 9),
+            Column("host_peak", "host peak (RAM)", "right", priority=9 if gpu else 0),
+            Column("capped", cap_header, "right", optional=True, priority=3),
             Column("budget_share", "% budget" if gpu else "% budget (host)", "right",
                    optional=True),
-            Column("compile_s", "compile s", "right", priority=5),
+            Column("compile_s", "compile s", "right", priority=7),
             Column("steps_per_s", "steps/s", "right"), *ci_column,
-            Column("steps_per_s_per_env", "steps/s/env", "right", priority=6),
-            Column("vs_best", "vs best", "right", priority=4),
+            Column("steps_per_s_per_env", "steps/s/env", "right", priority=8),
+            Column("vs_best", "vs best", "right", priority=5),
             Column("why", "why", wrap=True, footnote=True))
 
 

@@ -33,7 +33,8 @@ class Column:
     optional: bool = False  # a terminal may leave it out when every cell is n/a (VRAM on CPU)
     code: bool = False  # Markdown shows it as `code` (file names)
     # 0: essential, a terminal always shows it whole. 1, 2, ...: shown when the terminal has
-    # room, lowest first; ``--wide`` and the files (Markdown, CSV, JSON) always have it.
+    # room, lowest first, the columns of one priority together (A and B of a comparison);
+    # ``--wide`` and the files (Markdown, CSV, JSON) always have it.
     priority: int = 0
     # A cell too long for a terminal's column shows its ``short_form`` and a numbered
     # footnote under the table holds the whole text (reasons, verdicts).
