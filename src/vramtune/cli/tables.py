@@ -177,8 +177,14 @@ class FittedTable:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         out, notes, left_out = self.layout(options.max_width)
         yield out
-        for note in notes:
-            yield Text(note)
+        if notes:  # a long note wraps under its own text, not under its mark
+            grid = RichTable.grid(padding=(0, 1))
+            grid.add_column(no_wrap=True)
+            grid.add_column()
+            for note in notes:
+                mark, text = note.split(" ", 1)
+                grid.add_row(Text(mark), Text(text))
+            yield grid
         if left_out:
             yield Text(f"more columns with --wide: {', '.join(left_out)}", style="dim")
 
