@@ -31,8 +31,7 @@ _STATUS_STYLE = {"ok": "green", "oom": "red", "timeout": "yellow", "crash": "red
 
 CellStyle = Callable[[int, str, str], str | None]  # (row, column key, cell text) -> rich style
 
-WIDE_HELP = ("Show every column of the table and every reason whole, however wide (the "
-             "terminal keeps the essential ones; Markdown, CSV and JSON have them all).")
+WIDE_HELP = "Every column and every reason whole, however wide the table gets."
 
 REASON_ROOM = 30
 """Cells a reason column keeps before optional columns are added: enough for most reasons
