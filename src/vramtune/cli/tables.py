@@ -140,8 +140,9 @@ class FittedTable:
         self.style = style
         self.wide = wide
 
-    def layout(self, width: int) -> tuple[RichTable, list[str], list[str]]:
-        """The rich table for ``width``, its footnotes and the titles of columns left out."""
+    def layout(self, width: int) -> tuple[RichTable, list[tuple[int, str]], list[str]]:
+        """The rich table for ``width``, its footnotes (number, whole text) and the titles of
+        the columns left out."""
         table = self.table
         rows = table.rows()
         fits = [_Fit.of(c, [row[i] for row in rows]) for i, c in enumerate(table.columns)]
@@ -171,7 +172,7 @@ class FittedTable:
                 cells.append(f"[{colour}]{escape(shown)}[/]" if colour else escape(shown))
             out.add_row(*cells, style="bold" if table.is_strong(i) else None)
         left_out = [c.title for c in table.columns if c.key not in {f.column.key for f in chosen}]
-        return out, [f"[{n}] {text}" for text, n in notes.items()], left_out
+        return out, [(n, text) for text, n in notes.items()], left_out
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         out, notes, left_out = self.layout(options.max_width)
@@ -180,9 +181,8 @@ class FittedTable:
             grid = RichTable.grid(padding=(0, 1))
             grid.add_column(no_wrap=True)
             grid.add_column()
-            for note in notes:
-                mark, text = note.split(" ", 1)
-                grid.add_row(Text(mark), Text(text))
+            for number, text in notes:
+                grid.add_row(Text(f"[{number}]"), Text(text))
             yield grid
         if left_out:
             yield Text(f"more columns with --wide: {', '.join(left_out)}", style="dim")
