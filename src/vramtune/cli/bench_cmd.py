@@ -11,7 +11,8 @@ import typer
 from rich.markup import escape
 
 from vramtune import fmt, machine, paths
-from vramtune.cli.common import err_console, print_json, signals_as_exceptions
+from vramtune.cli.common import console, err_console, print_json, signals_as_exceptions
+from vramtune.cli.tables import WIDE_HELP, bench_rich
 from vramtune.errors import UserError
 from vramtune.measure.cap import plan_cap
 from vramtune.measure.nvml import Nvml
@@ -27,7 +28,7 @@ from vramtune.results.baseline import (
     snapshot_from_results,
 )
 from vramtune.schema import MAX_NUM_ENVS
-from vramtune.tune.gate import Thresholds, compare_snapshots
+from vramtune.tune.gate import BenchReport, Thresholds, compare_snapshots
 from vramtune.units import format_bytes, parse_percent
 from vramtune.views.gate_table import bench_markdown
 from vramtune.workload.profile import MAX_TIMEOUT_S, load_profile
@@ -119,6 +120,7 @@ def bench_command(
     timeout: Annotated[float | None, typer.Option(help="Kill a trial after this many seconds "
                                                       "(default: the profile's).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
 ) -> None:
     """Run repeated trials and compare peak memory and steps/s with a stored baseline.
 
@@ -197,8 +199,8 @@ def bench_command(
             print_json({**report.to_dict(), "saved": None if error else str(baseline),
                         "save_note": note, "save_error": str(error) if error else None})
         else:
-            sys.stdout.write(bench_markdown(report, title="vramtune bench --save"))
-            sys.stdout.flush()
+            _print_report(report, bench_markdown(report, title="vramtune bench --save"), wide,
+                          title="vramtune bench --save")
             if note:
                 err_console.print(f"note: {note}", markup=False)
             if error is None:
@@ -216,5 +218,15 @@ def bench_command(
     if json_out:
         print_json({**report.to_dict(), "baseline_file": str(baseline)})
     else:
-        sys.stdout.write(markdown)
+        _print_report(report, markdown, wide)
     raise typer.Exit(0 if report.passed else 1)
+
+
+def _print_report(report: BenchReport, markdown: str, wide: bool, *,
+                  title: str | None = None) -> None:
+    """A terminal gets the table drawn to its width; a CI log or a file the Markdown."""
+    if console.is_terminal:
+        console.print(bench_rich(report, title=title, wide=wide), crop=False)
+    else:
+        sys.stdout.write(markdown)
+        sys.stdout.flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -15,8 +16,10 @@ from rich.markup import escape
 
 from vramtune.units import SIZE_HELP, parse_size
 
-console = Console(highlight=False)
-if not console.is_terminal:  # logs and CI: wide enough that the comparison table never folds
+console = Console(highlight=False)  # a terminal's width; COLUMNS, when set, wins
+if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+    # A pipe, a file, CI: no width to fit, so wide (not rich's 80, nor the width of a
+    # terminal stderr happens to be on). Tables fit any width without cutting a number.
     console = Console(highlight=False, width=200)
 err_console = Console(stderr=True, highlight=False)
 

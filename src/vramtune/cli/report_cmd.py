@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from vramtune import api, paths
 from vramtune.cli.common import console, err_console
-from vramtune.cli.tables import compare_rich, rich_table, sweep_rich
+from vramtune.cli.tables import WIDE_HELP, compare_rich, rich_table, sweep_rich
 from vramtune.errors import UserError
 from vramtune.results.store import Run
 from vramtune.tune.recommend import Objective
@@ -59,6 +59,7 @@ def report(
     objective: Annotated[Objective | None, typer.Option(help="Override the sweep's objective.")]
     = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
 ) -> None:
     """The comparison table of any saved sweep, re-choosing with its budget and headroom."""
     format = _format(format, json_out)
@@ -81,7 +82,7 @@ def report(
         console.print(f"run: {escape(cmp.run_description(run))}")
         title = (f"{h.profile_name}: headroom {headroom_fraction:.0%}, objective {objective}")
         if len(table):
-            console.print(sweep_rich(table, title=title))
+            console.print(sweep_rich(table, title=title, wide=wide), crop=False)
         else:
             console.print("no trials in this run yet")
         if run.results and not cmp.run_is_gpu(run):
@@ -107,12 +108,13 @@ def compare(
                                                 show_default=False)] = None,
     format: Annotated[TableFormat, typer.Option("--format", "-f", help="Output format.")] = TableFormat.TABLE,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
 ) -> None:
     """Two saved sweeps side by side (two GPUs, two versions): peaks, steps/s, B/A ratios.
     A parent directory of several cards' runs: the per-card quick-reference table."""
     format = _format(format, json_out)
     if run_b is None:
-        _compare_cards(run_a, format)
+        _compare_cards(run_a, format, wide)
         return
     a, b = _load(run_a), _load(run_b)
     table = cmp.compare_table(a, b)
@@ -129,10 +131,10 @@ def compare(
             console.print(escape(line))
         for warning in cmp.compare_warnings(a, b):
             console.print(f"[bold yellow]warning:[/] {escape(warning)}")
-        console.print(compare_rich(table))
+        console.print(compare_rich(table, wide=wide), crop=False)
 
 
-def _compare_cards(parent: str, format: TableFormat) -> None:
+def _compare_cards(parent: str, format: TableFormat, wide: bool) -> None:
     """What each card of a mixed-cluster sweep gets at its sweep's own cap, side by side."""
     runs = api.expand_runs(parent)
     for directory in runs:
@@ -151,7 +153,7 @@ def _compare_cards(parent: str, format: TableFormat) -> None:
         sys.stdout.write(cards_markdown(cards))
     else:
         console.print(rich_table(table, title=f"{cards[0][1].profile.name} per card, at each "
-                                              f"sweep's cap"))
+                                              f"sweep's cap", wide=wide), crop=False)
         for card, _source, emissions in cards:
             for e in emissions:
                 if e.error:

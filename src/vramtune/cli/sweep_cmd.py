@@ -25,7 +25,7 @@ from vramtune.cli.common import (
     print_json,
     signals_as_exceptions,
 )
-from vramtune.cli.tables import rich_table, sweep_rich
+from vramtune.cli.tables import WIDE_HELP, rich_table, sweep_rich
 from vramtune.errors import UserError
 from vramtune.measure.wire import Event, Sample, SweepNote, TrialPhase, TrialStarted
 from vramtune.records import Objective, Purpose, Status, TrialResult, any_gpu
@@ -169,7 +169,7 @@ def _summary(prepared: PreparedSweep, interrupted: bool,
 
 
 def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *,
-                   next_line: bool = True) -> int:
+                   next_line: bool = True, wide: bool = False) -> int:
     state, config, objective = prepared.state, prepared.config, prepared.objective
     run_dir = prepared.run_dir
     rec = api.outcome(prepared, interrupted=interrupted).recommendation
@@ -184,7 +184,7 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
     if prepared.label:
         title = f"{prepared.label}: {title}"
     if len(table):
-        console.print(sweep_rich(table, title=title))
+        console.print(sweep_rich(table, title=title, wide=wide), crop=False)
     if not gpu and state.results:
         console.print("[dim]CPU backend: memory figures are host RAM (peak RSS), not VRAM.[/dim]")
     if any(r.shared_run for r in state.results):
@@ -272,6 +272,7 @@ def sweep(
     speed_margin: Annotated[str | None, typer.Option(
         "--speed-margin", help="Steps/s closer than this count as the same speed "
                                "(default 2%).")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
 ) -> None:
     """Find the num_envs boundary under a memory budget from real trials, recommend."""
     request = api.sweep_request(
@@ -282,7 +283,7 @@ def sweep(
         ray_address=ray_address, gpu_types=gpu_types, speed_margin=speed_margin)
     if request.gpu_types is not None or (request.resume is not None
                                          and _is_parent(request.resume)):
-        _sweep_types(request, json_out=json_out)
+        _sweep_types(request, json_out=json_out, wide=wide)
     prepared = api.prepare_sweep(request)
     if prepared.notice and not json_out:
         err_console.print(f"[dim]note: {escape(prepared.notice)}[/dim]")
@@ -295,14 +296,14 @@ def sweep(
         with signals_as_exceptions(), progress:
             api.run_prepared(prepared, progress.event,
                              lambda step, result: progress.trial_done(result))
-        code = _print_outcome(prepared, json_out, interrupted=False)
+        code = _print_outcome(prepared, json_out, interrupted=False, wide=wide)
     except (KeyboardInterrupt, Terminated) as stop:
-        _print_outcome(prepared, json_out, interrupted=True)
+        _print_outcome(prepared, json_out, interrupted=True, wide=wide)
         how, code = ("terminated", 143) if isinstance(stop, Terminated) else ("interrupted", 130)
         err_console.print(f"vramtune: {how}; measured trials are saved")
     except UserError:
         # A write failed after trials ran (disk full): the table first, then the one line.
-        _print_outcome(prepared, json_out, interrupted=True)
+        _print_outcome(prepared, json_out, interrupted=True, wide=wide)
         raise
     if state.results and any(r.status is Status.ERROR for r in state.results) and not json_out:
         errors = [r for r in state.results if r.status is Status.ERROR]
@@ -320,7 +321,7 @@ def _is_parent(path: Path) -> bool:
         return False  # prepare says what is wrong with it
 
 
-def _sweep_types(request: api.SweepRequest, *, json_out: bool) -> None:
+def _sweep_types(request: api.SweepRequest, *, json_out: bool, wide: bool = False) -> None:
     """One sweep per accelerator type of a mixed Ray cluster, all at once."""
     parent, sweeps = api.prepare_sweeps(request)
     if not json_out:
@@ -348,11 +349,12 @@ def _sweep_types(request: api.SweepRequest, *, json_out: bool) -> None:
                                for p in sweeps}})
     else:
         for p in sweeps:
-            _print_outcome(p, False, interrupted is not None, next_line=False)
+            _print_outcome(p, False, interrupted is not None, next_line=False, wide=wide)
         if interrupted is None:
             cards = [(card, source, [c.emission for c in configs])
                      for card, source, configs in api.emit_cards(parent)]
-            console.print(rich_table(cards_table(cards), title="per card, at each sweep's cap"))
+            console.print(rich_table(cards_table(cards), title="per card, at each sweep's cap",
+                                     wide=wide), crop=False)
             console.print(f"next: {_program()} emit-config {escape(str(parent))}")
         else:
             console.print(f"next: {_program()} sweep --resume {escape(str(parent))}")

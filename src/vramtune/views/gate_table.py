@@ -15,6 +15,10 @@ MARKERS = {Verdict.WORSE: "🔴 worse", Verdict.BETTER: "🟢 better",
            Verdict.FAILED: "🔴 failed", Verdict.FIXED: "🟢 fixed",
            Verdict.BOTH_FAILED: "⚪ failed in both", Verdict.NEW: "🆕 no baseline",
            Verdict.UNMEASURED: "⚪ n/a"}
+# A terminal shows the words (in colour): an emoji's width differs from terminal to
+# terminal and would shift the columns after it.
+WORDS = {verdict: marker.split(" ", 1)[1] for verdict, marker in MARKERS.items()}
+_TERMINAL_LABELS = {"peak host RAM": "peak RAM"}  # beside "peak VRAM", never mistaken for it
 
 
 # --- Markdown -------------------------------------------------------------------------------
@@ -22,25 +26,28 @@ MARKERS = {Verdict.WORSE: "🔴 worse", Verdict.BETTER: "🟢 better",
 _BYTE_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 
-def _bytes_with_range(values: Sequence[float]) -> str:
+def _bytes_parts(values: Sequence[float]) -> tuple[str, str]:
+    """The median and the repeats' range ('' for one repeat), in the median's unit."""
     if not values:
-        return fmt.NA
+        return fmt.NA, ""
     median = statistics.median(values)
     unit, scale = next(((u, s) for u, s in _BYTE_UNITS if median >= s), ("B", 1))
     digits = 2 if unit == "GiB" else 1
-    text = f"{median / scale:,.{digits}f} {unit}"
-    if len(values) > 1:
-        text += f" ({min(values) / scale:,.{digits}f}–{max(values) / scale:,.{digits}f})"
-    return text
+    spread = (f"{min(values) / scale:,.{digits}f}–{max(values) / scale:,.{digits}f}"
+              if len(values) > 1 else "")
+    return f"{median / scale:,.{digits}f} {unit}", spread
 
 
-def _rate_with_range(values: Sequence[float]) -> str:
+def _rate_parts(values: Sequence[float]) -> tuple[str, str]:
     if not values:
-        return fmt.NA
-    text = fmt.rate(statistics.median(values))
-    if len(values) > 1:
-        text += f" ({fmt.rate(min(values))}–{fmt.rate(max(values))})"
-    return text
+        return fmt.NA, ""
+    spread = f"{fmt.rate(min(values))}–{fmt.rate(max(values))}" if len(values) > 1 else ""
+    return fmt.rate(statistics.median(values)), spread
+
+
+def _with_range(parts: tuple[str, str]) -> str:
+    median, spread = parts
+    return f"{median} ({spread})" if spread else median
 
 
 def _change(change: float | None) -> str:
@@ -49,57 +56,97 @@ def _change(change: float | None) -> str:
     return "±0.0%" if abs(change) < 0.0005 else f"{change:+.1%}"
 
 
-def _cells(row: MetricRow) -> list[str]:
+def _parts(row: MetricRow) -> dict[str, str]:
+    """One row's cells by key, the medians and the repeats' ranges apart."""
     if row.metric == "status":
-        base, cand, change = row.baseline_statuses, row.candidate_statuses, ""
-    elif row.metric == Metric.MEMORY:
-        base, cand = _bytes_with_range(row.baseline_values), _bytes_with_range(row.candidate_values)
-        change = _change(row.change)
+        base, cand = (row.baseline_statuses, ""), (row.candidate_statuses, "")
+        change = ""
     else:
-        base, cand = _rate_with_range(row.baseline_values), _rate_with_range(row.candidate_values)
+        parts = _bytes_parts if row.metric == Metric.MEMORY else _rate_parts
+        base, cand = parts(row.baseline_values), parts(row.candidate_values)
         change = _change(row.change)
-    verdict = MARKERS[row.verdict]
-    if row.detail:
-        verdict += f": {row.detail}"
-    return [str(row.num_envs), row.label, base, cand, change, verdict]
+    detail = f": {row.detail}" if row.detail else ""
+    return {"num_envs": str(row.num_envs), "metric": row.label,
+            "metric_short": _TERMINAL_LABELS.get(row.label, row.label),
+            "verdict_words": WORDS[row.verdict] + detail, "baseline": _with_range(base),
+            "candidate": _with_range(cand), "baseline_median": base[0],
+            "baseline_range": base[1], "candidate_median": cand[0], "candidate_range": cand[1],
+            "change": change, "verdict": MARKERS[row.verdict] + detail}
 
 
 _COLUMNS = (Column("num_envs", "num_envs", "right"), Column("metric", "metric"),
             Column("baseline", "baseline", "right"), Column("candidate", "candidate", "right"),
             Column("change", "change", "right"), Column("verdict", "verdict", wrap=True))
 
+# A terminal's: the medians, the change and the verdict always; the repeats' ranges when
+# there is room (their own columns, so a narrow terminal drops them whole, never cut).
+_TERMINAL_COLUMNS = (
+    Column("num_envs", "num_envs", "right"), Column("metric_short", "metric"),
+    Column("baseline_median", "baseline", "right"),
+    Column("baseline_range", "baseline min–max", "right", optional=True, priority=1),
+    Column("candidate_median", "candidate", "right"),
+    Column("candidate_range", "candidate min–max", "right", optional=True, priority=1),
+    Column("change", "change", "right"),
+    Column("verdict_words", "verdict", wrap=True, footnote=True))
+
+
+def _table(columns: Sequence[Column], report: BenchReport) -> Table:
+    return Table.from_rows(columns, ([cells[c.key] for c in columns]
+                                     for cells in map(_parts, report.rows)))
+
 
 def bench_table(report: BenchReport) -> Table:
     """One row per metric per num_envs: medians with the repeats' range, the change, the
     verdict. The raw figures stay in ``BenchReport.to_dict`` (``bench --json``)."""
-    return Table.from_rows(_COLUMNS, (_cells(row) for row in report.rows))
+    return _table(_COLUMNS, report)
 
 
-def bench_markdown(report: BenchReport, *, title: str | None = None) -> str:
-    """GitHub-flavoured Markdown: a heading, notes, the table, the verdict, the thresholds."""
+def bench_terminal_table(report: BenchReport) -> Table:
+    """``bench_table`` for a terminal: ranges in optional columns, verdicts as footnotes."""
+    return _table(_TERMINAL_COLUMNS, report)
+
+
+def bench_heading(report: BenchReport, *, title: str | None = None) -> str:
     cand = report.candidate
-    lines = [f"### {title or 'vramtune bench'}: `{cand.profile_name}` on {cand.machine.describe()}",
-             ""]
-    for note in report.notes:
-        lines.append(f"> {note}  ")
-    if report.notes:
-        lines.append("")
-    lines += [bench_table(report).to_markdown()]
+    return f"{title or 'vramtune bench'}: `{cand.profile_name}` on {cand.machine.describe()}"
+
+
+def bench_verdict(report: BenchReport) -> str:
+    """FAIL with the regressions, PASS, or that there was no baseline."""
     regressions = report.regressions
     if regressions:
         what = "; ".join(f"num_envs={r.num_envs} {r.label} "
                          + (_change(r.change) if r.change is not None else str(r.verdict))
                          for r in regressions)
-        lines.append(f"**FAIL: {len(regressions)} regression{'s' if len(regressions) > 1 else ''}** "
-                     f"({what})")
-    elif report.baseline is None:
-        lines.append("**no baseline to compare with**")
-    else:
-        lines.append("**PASS: no regression**")
+        return (f"FAIL: {len(regressions)} regression{'s' if len(regressions) > 1 else ''} "
+                f"({what})")
+    if report.baseline is None:
+        return "no baseline to compare with"
+    return "PASS: no regression"
+
+
+def bench_thresholds(report: BenchReport) -> str:
     t = report.thresholds
-    lines += ["", f"Thresholds: peak memory +{t.max_mem_increase:.0%}, steps/s "
-                  f"-{t.max_speed_drop:.0%}. A change counts only past its threshold and with "
-                  f"distinguishable repeats (non-overlapping ranges; one-sided Mann-Whitney U, "
-                  f"p < {RANK_TEST_ALPHA:g}, from {RANK_TEST_MIN_REPEATS} repeats a side). "
-                  f"Figures: median (min–max) over repeats."]
+    return (f"Thresholds: peak memory +{t.max_mem_increase:.0%}, steps/s "
+            f"-{t.max_speed_drop:.0%}. A change counts only past its threshold and with "
+            f"distinguishable repeats (non-overlapping ranges; one-sided Mann-Whitney U, "
+            f"p < {RANK_TEST_ALPHA:g}, from {RANK_TEST_MIN_REPEATS} repeats a side). "
+            f"Figures: median (min–max) over repeats.")
+
+
+def bench_markdown(report: BenchReport, *, title: str | None = None) -> str:
+    """GitHub-flavoured Markdown: a heading, notes, the table, the verdict, the thresholds."""
+    lines = [f"### {bench_heading(report, title=title)}", ""]
+    for note in report.notes:
+        lines.append(f"> {note}  ")
+    if report.notes:
+        lines.append("")
+    lines += [bench_table(report).to_markdown()]
+    verdict = bench_verdict(report)
+    if report.regressions:
+        head, rest = verdict.split(" (", 1)
+        lines.append(f"**{head}** ({rest}")
+    else:
+        lines.append(f"**{verdict}**")
+    lines += ["", bench_thresholds(report)]
     return "\n".join(lines) + "\n"

@@ -134,14 +134,16 @@ def _times(value: float | None) -> str:
 
 def compare_table(a: Run, b: Run) -> Table:
     """The comparison as a ``Table``: both peaks labelled by what they are, both speeds,
-    the B/A ratios."""
+    the B/A ratios. A narrow terminal keeps the statuses, the peaks and both ratios; the two
+    speeds themselves when there is room."""
     raw = compare_frame(a, b)
     ka, kb = run_memory_kind(a), run_memory_kind(b)
     columns = (Column("num_envs", "num_envs", "right"), Column("status_a", "status A"),
                Column("status_b", "status B"), Column("peak_a", f"peak A ({ka})", "right"),
                Column("peak_b", f"peak B ({kb})", "right"),
                Column("peak_ratio", "peak B/A", "right"),
-               Column("steps_a", "steps/s A", "right"), Column("steps_b", "steps/s B", "right"),
+               Column("steps_a", "steps/s A", "right", priority=1),
+               Column("steps_b", "steps/s B", "right", priority=1),
                Column("steps_ratio", "steps/s B/A", "right"))
     col = {name: to_python(raw[name]) for name in raw.columns}
     rows = [[str(col["num_envs"][i]), _status(col["status_a"][i]), _status(col["status_b"][i]),

@@ -21,7 +21,8 @@ from vramtune.views.tables import Column, Table
 RAW_COLUMNS = ("num_envs", "batch_size", "num_minibatches", "purpose", "shared_run", "status",
                "alloc_peak_bytes", "process_peak_bytes", "host_peak_bytes", "capped_peak_bytes",
                "cap_bytes", "budget_share", "compile_s",
-               "steps_per_s", "steps_per_s_per_env", "relative_speed", "recommended", "reason")
+               "steps_per_s", "steps_per_s_ci_low", "steps_per_s_ci_high", "steps_per_s_per_env",
+               "relative_speed", "recommended", "reason")
 """The CSV/JSON columns: alloc = JAX allocator live peak (GPU only); process = NVML per
 process, else the allocator pool (GPU only); host = exact peak RSS; capped = the figure the
 cap counts (CPU: peak data segment under RLIMIT_DATA; GPU: the allocator pool) and cap_bytes
@@ -29,7 +30,8 @@ what that figure was held to (CPU: the RLIMIT_DATA cap; GPU: the pool limit in f
 purpose = search, repeat, confirm (the long run) or alone (a size
 re-measured with nothing beside it); shared_run = it ran beside other trials, so its memory
 verdict holds and its steps/s are not comparable; budget_share =
-peak / budget; relative_speed = steps/s over the best the recommender could choose."""
+peak / budget; steps_per_s_ci_low/high = the 95% interval of steps/s, where measured;
+relative_speed = steps/s over the best the recommender could choose."""
 
 
 def comparison_frame(results: Sequence[TrialResult], rec: Recommendation,
@@ -52,6 +54,8 @@ def comparison_frame(results: Sequence[TrialResult], rec: Recommendation,
         "budget_share": (trials["peak_bytes"] / budget_bytes if budget_bytes
                          else pd.array([None] * len(trials), dtype="Float64")),
         "compile_s": trials["compile_s"], "steps_per_s": steps,
+        "steps_per_s_ci_low": _optional_floats(ordered, "steps_per_s_ci_low"),
+        "steps_per_s_ci_high": _optional_floats(ordered, "steps_per_s_ci_high"),
         "steps_per_s_per_env": steps / trials["num_envs"],
         "relative_speed": (steps / best if best
                            else pd.array([None] * len(trials), dtype="Float64")),
@@ -60,6 +64,18 @@ def comparison_frame(results: Sequence[TrialResult], rec: Recommendation,
         "reason": pd.array([row_reason(r, rec) for r in ordered], dtype="string"),
     })
     return frame[list(RAW_COLUMNS)]
+
+
+def _optional_floats(results: Sequence[TrialResult], field: str) -> pd.Series:
+    """A record field that older records (and versions) may lack: <NA> there."""
+    return pd.Series(pd.array([getattr(r, field, None) for r in results], dtype="Float64"))
+
+
+def _interval(steps: float | None, low: float | None, high: float | None) -> str:
+    """The 95% interval as ± a share of steps/s: half its width over the figure."""
+    if steps is None or low is None or high is None or steps <= 0:
+        return fmt.NA
+    return f"±{(high - low) / 2 / steps:.1%}"
 
 
 def row_reason(r: TrialResult, rec: Recommendation) -> str:
@@ -87,25 +103,34 @@ SHARED_FOOTNOTE = ("shared: the trial ran beside others on the same device; its 
                    "holds (its own cap), its steps/s do not (shared compute)")
 
 
-def _columns(gpu: bool, capped: bool) -> tuple[Column, ...]:
+def _columns(gpu: bool, capped: bool, ci: bool) -> tuple[Column, ...]:
     """Headers that say which memory each column is: VRAM on GPU, host RAM on CPU; the figure
     the cap counts is called capped only where a trial ran under a cap (uncapped, it is the
-    same measurement with nothing holding it)."""
+    same measurement with nothing holding it).
+
+    Essential on a terminal (priority 0): num_envs, status, the peak held against the budget
+    (process VRAM on GPU, host RAM on CPU) and its share of the budget, steps/s and why. The
+    rest is shown as room allows: first what tells rows of one size apart (run) and the
+    speed's interval, then the figure the cap counts, then the derived and secondary ones."""
     if gpu:
         cap_header = "capped (VRAM pool)" if capped else "pool (VRAM)"
     else:
         cap_header = "capped (data seg.)" if capped else "data seg. (host)"
-    return (Column("num_envs", "num_envs", "right"), Column("batch", "batch"),
-            Column("run", "run", optional=True), Column("status", "status"),
-            Column("alloc_peak", "alloc peak (VRAM)", "right", optional=True),
-            Column("process_peak", "process peak (VRAM)", "right", optional=True),
-            Column("host_peak", "host peak (RAM)", "right"),
-            Column("capped", cap_header, "right", optional=True),
+    ci_column = (Column("steps_ci", "steps/s ±%", "right", optional=True, priority=2),) if ci else ()
+    return (Column("num_envs", "num_envs", "right"), Column("batch", "batch", priority=4),
+            Column("run", "run", optional=True, priority=1), Column("status", "status"),
+            Column("alloc_peak", "alloc peak (VRAM)", "right", optional=True, priority=10),
+            Column("process_peak", "process peak (VRAM)", "right", optional=True,
+                   priority=0 if gpu else 9),
+            Column("host_peak", "host peak (RAM)", "right", priority=9 if gpu else 0),
+            Column("capped", cap_header, "right", optional=True, priority=3),
             Column("budget_share", "% budget" if gpu else "% budget (host)", "right",
                    optional=True),
-            Column("compile_s", "compile s", "right"), Column("steps_per_s", "steps/s", "right"),
-            Column("steps_per_s_per_env", "steps/s/env", "right"),
-            Column("vs_best", "vs best", "right"), Column("why", "why", wrap=True))
+            Column("compile_s", "compile s", "right", priority=7),
+            Column("steps_per_s", "steps/s", "right"), *ci_column,
+            Column("steps_per_s_per_env", "steps/s/env", "right", priority=8),
+            Column("vs_best", "vs best", "right", priority=5),
+            Column("why", "why", wrap=True, footnote=True))
 
 
 def _number(value: float | None, spec: str) -> str:
@@ -129,19 +154,26 @@ def sweep_table(results: Sequence[TrialResult], rec: Recommendation,
             run = f"{run}, shared" if run else "shared"
         capped = col["capped_peak_bytes"][i]
         cap = col["cap_bytes"][i]
-        rows.append([f"{'* ' if col['recommended'][i] else ''}{col['num_envs'][i]}", batch,
-                     run,
-                     col["status"][i], format_bytes(col["alloc_peak_bytes"][i]),
-                     format_bytes(col["process_peak_bytes"][i]),
-                     format_bytes(col["host_peak_bytes"][i]),
-                     fmt.NA if capped is None else (format_bytes(capped)
-                                                + (f" / {format_bytes(cap)}" if cap else "")),
-                     fmt.percent(col["budget_share"][i]),
-                     _number(col["compile_s"][i], ".1f"),
-                     fmt.rate(col["steps_per_s"][i]) + (" (shared)" if shared and
-                                                        col["steps_per_s"][i] is not None else ""),
-                     _number(col["steps_per_s_per_env"][i], ",.1f"),
-                     fmt.percent(col["relative_speed"][i]), col["reason"][i]])
+        rows.append({
+            "num_envs": f"{'* ' if col['recommended'][i] else ''}{col['num_envs'][i]}",
+            "batch": batch, "run": run, "status": col["status"][i],
+            "alloc_peak": format_bytes(col["alloc_peak_bytes"][i]),
+            "process_peak": format_bytes(col["process_peak_bytes"][i]),
+            "host_peak": format_bytes(col["host_peak_bytes"][i]),
+            "capped": fmt.NA if capped is None else (format_bytes(capped)
+                                                     + (f" / {format_bytes(cap)}" if cap else "")),
+            "budget_share": fmt.percent(col["budget_share"][i]),
+            "compile_s": _number(col["compile_s"][i], ".1f"),
+            "steps_per_s": fmt.rate(col["steps_per_s"][i]) + (
+                " (shared)" if shared and col["steps_per_s"][i] is not None else ""),
+            "steps_ci": _interval(col["steps_per_s"][i], col["steps_per_s_ci_low"][i],
+                                  col["steps_per_s_ci_high"][i]),
+            "steps_per_s_per_env": _number(col["steps_per_s_per_env"][i], ",.1f"),
+            "vs_best": fmt.percent(col["relative_speed"][i]), "why": col["reason"][i]})
     any_cap = any(r.cap_bytes is not None for r in results)
-    return Table.from_rows(_columns(any_gpu(results), any_cap), rows, data=raw,
+    # The interval's column exists only where some trial measured one, so the files of runs
+    # without it keep their columns.
+    ci = any(v is not None for v in col["steps_per_s_ci_low"])
+    columns = _columns(any_gpu(results), any_cap, ci)
+    return Table.from_rows(columns, ([row[c.key] for c in columns] for row in rows), data=raw,
                            strong=[bool(v) for v in col["recommended"]])

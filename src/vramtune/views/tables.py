@@ -32,6 +32,13 @@ class Column:
     wrap: bool = False  # long text (reasons, errors) may wrap in a terminal; the rest never does
     optional: bool = False  # a terminal may leave it out when every cell is n/a (VRAM on CPU)
     code: bool = False  # Markdown shows it as `code` (file names)
+    # 0: essential, a terminal always shows it whole. 1, 2, ...: shown when the terminal has
+    # room, lowest first, the columns of one priority together (A and B of a comparison);
+    # ``--wide`` and the files (Markdown, CSV, JSON) always have it.
+    priority: int = 0
+    # A cell too long for a terminal's column shows its ``short_form`` and a numbered
+    # footnote under the table holds the whole text (reasons, verdicts).
+    footnote: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,6 +119,17 @@ class Table:
 
     def to_json(self) -> str:
         return json.dumps(self.records(), indent=2) + "\n"
+
+
+_SHORT_AT = (" (", ": ", ", ", "; ")
+
+
+def short_form(text: str) -> str:
+    """The head of a reason or verdict, up to its first qualifier: 'slower (93% below best)'
+    -> 'slower', 'confirming run, 420 training steps: passed' -> 'confirming run'. The whole
+    text goes to a footnote, so nothing is lost."""
+    cuts = [i for i in (text.find(sep) for sep in _SHORT_AT) if i > 0]
+    return text[:min(cuts)] if cuts else text
 
 
 def markdown_cell(text: str) -> str:

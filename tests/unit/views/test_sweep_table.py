@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from vramtune.records import Status, TrialResult
@@ -80,3 +82,27 @@ def test_the_cap_figure_is_called_capped_only_where_a_trial_ran_under_a_cap():
     assert header(capped) == "capped (data seg.)"
     gpu = [TrialResult(**{**uncapped[0].__dict__, "backend": "gpu", "jax_peak_pool_bytes": 782 * mib})]
     assert header(gpu) == "pool (VRAM)"
+
+
+@dataclass(frozen=True)
+class WithInterval(TrialResult):
+    """A record carrying the steps/s 95% interval (fields a later record version adds)."""
+
+    steps_per_s_ci_low: float | None = None
+    steps_per_s_ci_high: float | None = None
+
+
+def test_the_steps_interval_is_a_column_only_where_a_trial_measured_one():
+    plain = sweep_table(RESULTS, choose(RESULTS, 10**9, 0.1), 10**9)
+    assert "steps_ci" not in [c.key for c in plain.columns]  # files of older runs unchanged
+    assert plain.data is not None and plain.data["steps_per_s_ci_low"].isna().all()
+    rows = [WithInterval(**{**r.__dict__, "steps_per_s_ci_low": 26_000.0,
+                            "steps_per_s_ci_high": 28_000.0}) if r.num_envs == 256 else r
+            for r in RESULTS]
+    table = sweep_table(rows, choose(rows, 10**9, 0.1), 10**9)
+    column = table.column("steps_ci")
+    assert column.title == "steps/s ±%" and column.optional and column.priority > 0
+    shown = dict(zip(table.cells["num_envs"], table.cells["steps_ci"], strict=True))
+    assert shown == {"128": "n/a", "* 256": "±3.7%", "2048": "n/a"}  # 1,000 of 27,000
+    assert table.data is not None and table.data["steps_per_s_ci_high"].tolist()[1] == 28_000.0
+    assert "steps/s ±%" in table.to_markdown()

@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 
-from vramtune.views.tables import Column, Table, markdown_cell
+from vramtune.views.tables import Column, Table, markdown_cell, short_form
 
 COLUMNS = (Column("n", "num_envs", "right"), Column("why", "why | reason", wrap=True),
            Column("vram", "VRAM peak", "right", optional=True),
@@ -89,3 +89,17 @@ def test_an_empty_table_has_a_header_only():
     empty = Table.from_rows(COLUMNS, [])
     assert len(empty) == 0 and len(empty.to_markdown().splitlines()) == 2
     assert empty.to_json() == "[]\n"
+
+
+@pytest.mark.parametrize(("text", "short"), [
+    ("slower (93% below best)", "slower"),
+    ("27% below best, within noise (ranges overlap)", "27% below best"),
+    ("recommended (throughput: ties with the fastest, smallest for headroom)", "recommended"),
+    ("confirming run, 420 training steps: passed", "confirming run"),
+    ("fits; shared run: its steps/s are not comparable until it runs alone", "fits"),
+    ("failed: RESOURCE_EXHAUSTED: Out of memory", "failed"),
+    ("out of memory", "out of memory"),  # nothing to shorten: shown whole
+    ("(leading) paren", "(leading) paren"),
+])
+def test_a_reason_is_shortened_to_its_head(text: str, short: str):
+    assert short_form(text) == short
