@@ -151,11 +151,12 @@ def size_rates(num_envs: int, rows: Iterable[TrialResult]) -> Rates:
 
 def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fraction: float,
            objective: Objective = Objective.THROUGHPUT, *, margin: float = DEFAULT_MARGIN,
-           remeasure_left: bool = True) -> Recommendation:
+           remeasure_left: bool = False) -> Recommendation:
     """The pick and why. Throughput: the smallest size known to be within ``margin`` of the
     fastest, else the fastest (``tune.speed``); an unresolved comparison that could change
-    the pick is named in ``remeasure`` while ``remeasure_left``, else the fastest median
-    stands and the reasons say so."""
+    the pick is named in ``remeasure`` while ``remeasure_left`` (only a running sweep can
+    measure again: report, emit-config and the API's recommend cannot), else the fastest
+    median stands and the reasons say so."""
     rows = sorted(results, key=lambda r: r.num_envs)
     limit = headroom_limit_bytes(budget_bytes, headroom_fraction)
     # A size fits only if every run of it fit: one failure (on repeat, or in the long
@@ -261,7 +262,13 @@ def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
                 f": the smaller is picked")
     if c is None:
         return None
-    return comparison_words(min(num_envs, f), max(num_envs, f), c, fastest_is=f)
+    # The verdict leads, so a narrow table's cell ('slower [1]') says it before the figures.
+    words = comparison_words(min(num_envs, f), max(num_envs, f), c, fastest_is=f)
+    if c.verdict is Verdict.UNRESOLVED:
+        return words  # 'unresolved: a vs b (...)' already leads with its verdict
+    verdict = ("within margin" if c.verdict is Verdict.WITHIN_MARGIN
+               else "faster" if c.a_faster else "slower")
+    return f"{verdict}: {words}"
 
 
 def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best: float | None,

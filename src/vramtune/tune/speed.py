@@ -238,5 +238,5 @@ def comparison_words(small: int, big: int, c: Comparison, *, fastest_is: int) ->
         return (f"{fastest_is} is {percent(1 / c.ratio)} faster than {other} (95% interval "
                 f"{lo * 100:.1f}-{hi * 100:.1f}%)")
     ratio = "n/a" if math.isnan(c.ratio) else f"{c.ratio:.3f}"
-    return (f"{other} vs {fastest_is} unresolved (ratio {ratio}, {c.interval_words()}, "
+    return (f"unresolved: {other} vs {fastest_is} (ratio {ratio}, {c.interval_words()}, "
             f"margin {c.margin:.0%})")

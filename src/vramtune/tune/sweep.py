@@ -410,7 +410,7 @@ def remeasure_steps(config: SweepConfig, results: Sequence[TrialResult]) -> list
     if done >= config.speed_remeasure:
         return []
     rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective,
-                 margin=config.speed_margin)
+                 margin=config.speed_margin, remeasure_left=True)
     if len(rec.remeasure) != 2:
         return []
     a, b = rec.remeasure

@@ -23,7 +23,7 @@ def test_throughput_picks_the_fastest_under_headroom():
     assert rec.reasons[1024] == "over headroom (95% of budget)"
     assert rec.reasons[2048] == "out of memory"
     assert rec.reasons[1536] == "crashed (SIGSEGV)"
-    assert rec.reasons[128].startswith("512 is 100.0% faster than 128")
+    assert rec.reasons[128].startswith("slower: 512 is 100.0% faster than 128")
     assert rec.reasons[512] == "recommended (throughput: fastest median)"
     assert rec.remeasure == ()
 
@@ -60,15 +60,15 @@ def test_overlapping_ranges_are_called_noise_not_slower():
     far = TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=128,
                       backend="cpu", steps_per_s=50_000, steps_per_s_min=45_000,
                       steps_per_s_max=55_000, host_peak_rss_bytes=GB)
-    rec = choose([best, close, far], None, 0.1)
+    rec = choose([best, close, far], None, 0.1, remeasure_left=True)
     # 256's range overlaps the fastest's: that decides nothing. Measure the two again; until
     # then the faster median stands.
     assert rec.chosen is best and rec.remeasure == (512, 256)
     assert rec.reasons[512].startswith("recommended for now (throughput: fastest median; "
-                                       "256 vs 512 unresolved")
-    assert rec.reasons[256].startswith("256 vs 512 unresolved")
+                                       "unresolved: 256 vs 512")
+    assert rec.reasons[256].startswith("unresolved: 256 vs 512")
     # ranges without a count of intervals prove nothing, however far apart
-    assert rec.reasons[128].startswith("128 vs 512 unresolved")
+    assert rec.reasons[128].startswith("unresolved: 128 vs 512")
     # With no re-measurement left, the faster median is picked, and the reason says so.
     done = choose([best, close, far], None, 0.1, remeasure_left=False)
     assert done.chosen is best and done.remeasure == ()
