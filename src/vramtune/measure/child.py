@@ -154,7 +154,7 @@ class _Intervals:
         self._steps += env_steps
         self._seconds += max(seconds, 0.0)
         if self._seconds >= self.min_s and self._seconds > 0:
-            self.rates.append(self._steps / self._seconds)
+            self.rates.append(float(self._steps / self._seconds))
             self._steps = self._seconds = 0.0
 
     def close(self) -> None:
@@ -405,8 +405,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                           measure_window_s=timed[-1][0] - timed[0][0],
                           steps_per_s_min=min(rates), steps_per_s_max=max(rates),
                           steps_per_s_ci_low=low, steps_per_s_ci_high=high,
-                          steps_per_s_intervals=rates[-MAX_RECORDED_INTERVALS:],
-                          speed_steady=speed.steady(measure.speed_tolerance),
+                          steps_per_s_intervals=[float(x) for x in rates[-MAX_RECORDED_INTERVALS:]],
+                          # bool(): a comparison of numpy floats is a numpy bool, which
+                          # json cannot write (the result file would be lost)
+                          speed_steady=bool(speed.steady(measure.speed_tolerance)),
                           measured_intervals=len(rates))
     except BaseException as exc:  # noqa: BLE001 - the record must say what happened
         exc = _reported(exc)

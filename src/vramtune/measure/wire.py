@@ -88,7 +88,9 @@ class ChildReport:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
+        # A numpy scalar (a comparison's bool, a rate) that slipped in must not cost the
+        # whole measured result: write it as the Python value it holds.
+        return json.dumps(dataclasses.asdict(self), default=_plain)
 
     def record_fields(self) -> dict[str, Any]:
         """The fields TrialResult takes as they are (status and errors are classified)."""
@@ -190,3 +192,10 @@ def decode_event(line: str) -> tuple[dict[str, Any], Event] | None:
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _plain(value: Any) -> Any:
+    item = getattr(value, "item", None)
+    if callable(item):
+        return item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
