@@ -38,6 +38,7 @@ def _foreign(baseline: Path, tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_save_writes_a_keyed_baseline(baseline):
     data = json.loads(baseline.read_text())
     assert data["kind"] == "vramtune-bench-baseline"
@@ -50,6 +51,7 @@ def test_save_writes_a_keyed_baseline(baseline):
     assert all(s["peak_bytes"] > 100 * 2**20 and s["steps_per_s"] > 0 for s in size["samples"])
 
 
+@pytest.mark.slow
 def test_identical_run_passes_and_writes_the_step_summary(baseline, tmp_path):
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
@@ -62,6 +64,7 @@ def test_identical_run_passes_and_writes_the_step_summary(baseline, tmp_path):
     assert text.startswith("earlier step\n") and "| num_envs | metric |" in text
 
 
+@pytest.mark.slow
 def test_larger_network_is_caught_as_a_memory_regression(baseline, tmp_path):
     data = yaml.safe_load(builtin_profiles()["quick"].read_text())
     data["name"] = "quick-wide"
@@ -89,6 +92,7 @@ def test_larger_network_is_caught_as_a_memory_regression(baseline, tmp_path):
     assert "🔴 worse" in markdown and "**FAIL:" in markdown
 
 
+@pytest.mark.slow
 def test_other_machine_refused_before_any_trial(baseline, tmp_path):
     foreign = _foreign(baseline, tmp_path)
     for extra in ([], ["--save"]):
