@@ -130,7 +130,9 @@ def test_init_profile_factory_template_takes_the_factory_defaults(tmp_path):
     (["--env", "ant"], "expected brax:<name>"),
     (["--env", "brax:"], "expected brax:<name>"),
     (["--env", "brax:no_such_env"], "unknown brax env 'no_such_env'"),
-    (["--env", "playground:NoSuchEnv"], "unknown Playground env 'NoSuchEnv'"),
+    # imports MuJoCo Playground (seconds): not in the fast tier
+    pytest.param(["--env", "playground:NoSuchEnv"], "unknown Playground env 'NoSuchEnv'",
+                 marks=pytest.mark.slow),
     (["--env", "tests.workloads_fixture:no_such_factory"], "no callable 'no_such_factory'"),
     (["--env", "tests.no_such_module:make"], "No module named 'tests.no_such_module'"),
     (["--env", "playground:CartpoleBalance", "--backend", "mjx"], "brax: sources only"),
