@@ -46,6 +46,17 @@ def _hermetic_env(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ.pop("GITHUB_STEP_SUMMARY", None)
 
 
+def shared_compile_cache() -> str:
+    """The session's JAX compile cache (under the private XDG_CACHE_HOME), for direct
+    run_trial calls. A trial that asserts nothing about a cold compile's peak passes it (and,
+    under a CPU cap, cache_under_cpu_cap=True; `--cache` on the CLI): the few programs the
+    suite trains (quick at 64/128/256 envs) then compile once per session, not once per test.
+    A test whose figure depends on the cold peak (a boundary, a memory comparison) stays cold."""
+    from vramtune.machine import default_cache_dir
+
+    return str(default_cache_dir() / "jax")
+
+
 def run_cli(*args: str, timeout: float = 600, env: dict[str, str] | None = None,
             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The real console entry point in a subprocess, as a user would run it."""

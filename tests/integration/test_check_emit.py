@@ -37,10 +37,13 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     create_run(directory, RunHeader(profile.name, profile.hash, profile.to_dict(), CAP, 0.1,
                                     machine.machine_summary(), machine.versions(),
                                     cap=f"RLIMIT_DATA={CAP}"))
+    # The session's compile cache even under the cap: 3 GB is far above both peaks, and what
+    # is asserted is emitted from these records, not a cold compile's peak.
     cache = str(default_cache_dir() / "jax")
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda n: run_trial(TrialRequest(
-            profile, n, budget_bytes=CAP, compile_cache_dir=cache)), (128, 256)))
+            profile, n, budget_bytes=CAP, compile_cache_dir=cache, cache_under_cpu_cap=True)),
+            (128, 256)))
     for result in results:
         assert result.status is Status.OK, (result.error_type, result.error_message)
         append_result(directory, result)
@@ -104,6 +107,7 @@ def test_check_unreadable_is_exit_2_one_line(tmp_path, name, text, message):
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_emit_one_budget_to_stdout_from_measurements(run_dir):
     proc = run_cli("emit-config", str(run_dir), "--gpu-mem", "3GB", timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -114,6 +118,7 @@ def test_emit_one_budget_to_stdout_from_measurements(run_dir):
     assert "measured on CPU" in proc.stderr
 
 
+@pytest.mark.slow
 def test_emit_several_budgets_every_format_passes_check(run_dir, tmp_path):
     for fmt in ("brax", "playground", "hydra"):
         out = tmp_path / fmt
@@ -137,6 +142,7 @@ def test_emit_several_budgets_every_format_passes_check(run_dir, tmp_path):
     assert "sqrt(256/128)" in proc.stderr
 
 
+@pytest.mark.slow
 def test_emit_yaml_pattern_for_several_budgets(run_dir, tmp_path):
     proc = run_cli("emit-config", str(run_dir), "--gpu-mem", "2GB,3GB", "-o",
                    str(tmp_path / "tuned.yaml"), timeout=60)
@@ -144,6 +150,7 @@ def test_emit_yaml_pattern_for_several_budgets(run_dir, tmp_path):
     assert {p.name for p in tmp_path.iterdir()} == {"tuned-2GB.yaml", "tuned-3GB.yaml", "tuned.md"}
 
 
+@pytest.mark.slow
 def test_uncovered_budgets_are_said_not_extrapolated(run_dir, tmp_path):
     proc = run_cli("emit-config", str(run_dir), "--gpu-mem", "8GB", "-o",
                    str(tmp_path / "big.yaml"), timeout=60)
@@ -163,6 +170,7 @@ def test_uncovered_budgets_are_said_not_extrapolated(run_dir, tmp_path):
     assert "| 100MB | does not fit |" in (tmp_path / "mixed" / "quick-table.md").read_text()
 
 
+@pytest.mark.slow
 def test_emit_defaults_to_the_newest_run(run_dir, tmp_path):
     runs = tmp_path / "vramtune-runs"
     shutil.copytree(run_dir, runs / "20261121T200000-quick")
@@ -173,6 +181,7 @@ def test_emit_defaults_to_the_newest_run(run_dir, tmp_path):
     assert proc.returncode == 2 and "run `vramtune sweep` first" in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,message", [
     (["--gpu-mem", "8XB"], "invalid --gpu-mem"),
     (["--headroom", "150%"], "--headroom"),
@@ -205,6 +214,7 @@ print(json.dumps({"trained": True, "num_envs": kwargs["num_envs"]}))
 """
 
 
+@pytest.mark.slow
 def test_emitted_kwargs_are_accepted_by_a_real_ppo_train(run_dir, tmp_path):
     files = {}
     for fmt in ("brax", "playground", "hydra"):

@@ -10,6 +10,8 @@ import resource
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.fakes.fake_pynvml import FakeGpu, FakeSystem
 
@@ -20,8 +22,11 @@ def _under_ulimit(limit: int):
     return apply
 
 
+@pytest.mark.slow
 def test_two_device_trial_reports_total_and_per_device_rates():
-    proc = run_cli("trial", "--num-envs", "128", "--devices", "2", "--gpu-mem", "2GB", "--json")
+    # --cache: the cap's figure is asserted, not a cold peak; the sweep below reuses the compile
+    proc = run_cli("trial", "--num-envs", "128", "--devices", "2", "--gpu-mem", "2GB", "--json",
+                   "--cache")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     r = json.loads(proc.stdout)
     assert r["status"] == "ok" and r["backend"] == "cpu" and r["device_count"] == 2
@@ -33,6 +38,7 @@ def test_two_device_trial_reports_total_and_per_device_rates():
     assert r["nvml_process_peak_bytes_per_device"] is None and r["outside_pool_bytes"] is None
 
 
+@pytest.mark.slow
 def test_the_rule_is_checked_with_the_devices_asked_for():
     proc = run_cli("trial", "--num-envs", "1", "--devices", "2", "--json")
     r = json.loads(proc.stdout)
@@ -42,6 +48,7 @@ def test_the_rule_is_checked_with_the_devices_asked_for():
                               "--json").stdout)["status"] != "invalid"
 
 
+@pytest.mark.slow
 def test_a_lower_hard_rlimit_in_the_environment_fails_the_trial_as_cap_not_applied():
     # The parent plans RLIMIT_DATA=2 GB; the session's hard limit is 1.5 GB, which the child
     # may not raise, so the cap in force is not the one the record would be labelled with.
@@ -59,11 +66,12 @@ def test_a_lower_hard_rlimit_in_the_environment_fails_the_trial_as_cap_not_appli
     assert r["wall_s"] < 60
 
 
+@pytest.mark.slow
 def test_two_device_sweep_runs_every_trial_on_both_devices(tmp_path):
     run_dir = tmp_path / "run"
     proc = run_cli("sweep", "--devices", "2", "--start", "128", "--max-envs", "128",
                    "--refine", "0", "--no-confirm", "--gpu-mem", "2GB", "--out", str(run_dir),
-                   "--json")
+                   "--json", "--cache")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     lines = (run_dir / "results.jsonl").read_text().splitlines()
@@ -76,6 +84,7 @@ def test_two_device_sweep_runs_every_trial_on_both_devices(tmp_path):
     assert again.returncode == 2 and "differs from the 2 device(s)" in again.stderr
 
 
+@pytest.mark.slow
 def test_doctor_on_cpu_says_so_and_checks_rlimit_data_with_a_real_probe():
     proc = run_cli("doctor", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -90,6 +99,7 @@ def test_doctor_on_cpu_says_so_and_checks_rlimit_data_with_a_real_probe():
     assert "verdict: no problems found" in text
 
 
+@pytest.mark.slow
 def test_doctor_under_a_lower_ulimit_reports_the_cap_problem():
     proc = subprocess.run([sys.executable, "-m", "vramtune.cli.app", "doctor"],
                           capture_output=True, text=True, timeout=300, env=dict(os.environ),

@@ -5,11 +5,22 @@ from __future__ import annotations
 import time
 
 import psutil
+import pytest
 
+from tests.conftest import shared_compile_cache
 from vramtune.measure.executor import LocalExecutor
 from vramtune.measure.trial import TrialRequest
 from vramtune.records import Status
 from vramtune.workload.profile import load_profile
+
+# every test runs real trials: not in the fast tier (-m 'not slow')
+pytestmark = pytest.mark.slow
+
+def _warm(profile, num_envs: int, **kwargs) -> TrialRequest:
+    """A request on the session's compile cache, capped or not: nothing here asserts a cold
+    compile's peak, and quick at 64/128/256 envs is compiled once per session."""
+    return TrialRequest(profile, num_envs, compile_cache_dir=shared_compile_cache(),
+                        cache_under_cpu_cap=True, **kwargs)
 
 
 def _standby_alive(executor: LocalExecutor) -> int | None:
@@ -20,11 +31,11 @@ def _standby_alive(executor: LocalExecutor) -> int | None:
 def test_next_trial_runs_in_the_standby_and_close_leaves_nothing():
     executor = LocalExecutor()
     profile = load_profile("quick")
-    first = executor.run(TrialRequest(profile, 128))
+    first = executor.run(_warm(profile, 128))
     pid = _standby_alive(executor)
     assert first.status is Status.OK and pid is not None
     assert not any("warm standby" in n for n in first.notes)
-    second = executor.run(TrialRequest(profile, 256))
+    second = executor.run(_warm(profile, 256))
     assert second.status is Status.OK
     assert any("warm standby" in n for n in second.notes)
     assert second.host_peak_rss_bytes and second.steps_per_s
@@ -38,8 +49,8 @@ def test_next_trial_runs_in_the_standby_and_close_leaves_nothing():
 def test_a_standby_with_another_cap_is_not_used():
     executor = LocalExecutor()
     profile = load_profile("quick")
-    executor.run(TrialRequest(profile, 128))
-    other = executor.run(TrialRequest(profile, 128, budget_bytes=3 * 10**9))
+    executor.run(_warm(profile, 128))
+    other = executor.run(_warm(profile, 128, budget_bytes=3 * 10**9))
     executor.close()
     assert other.status is Status.OK and other.cap == "RLIMIT_DATA=3000000000"
     assert not any("warm standby" in n for n in other.notes)
@@ -47,7 +58,7 @@ def test_a_standby_with_another_cap_is_not_used():
 
 def test_standby_off_runs_fresh_processes():
     executor = LocalExecutor(standby=False)
-    executor.run(TrialRequest(load_profile("quick"), 128))
+    executor.run(_warm(load_profile("quick"), 128))
     assert executor._standby is None
 
 
@@ -66,8 +77,8 @@ def test_capped_trials_run_together_stream_back_and_are_marked_shared():
     cap = int(1.5e9)
     executor = LocalExecutor(plan_cap(cap, None, None), parallel=2)
     assert executor.parallel == 2, executor.parallel_note
-    results = list(executor.run_batch([TrialRequest(profile, 64, cap_bytes=cap),
-                                       TrialRequest(profile, 128, cap_bytes=cap)]))
+    results = list(executor.run_batch([_warm(profile, 64, cap_bytes=cap),
+                                       _warm(profile, 128, cap_bytes=cap)]))
     executor.close()
     assert sorted(r.num_envs for r in results) == [64, 128]
     assert all(r.status is Status.OK and r.shared_run for r in results)

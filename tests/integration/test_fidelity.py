@@ -18,6 +18,9 @@ from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
+# Runs under 3 GB (far above quick's peaks at 64-128 envs) assert no cold-compile peak: they
+# use the session's compile cache. The step-down test's leaky workload stays cold.
+WARM = ("--cache",)
 
 
 def _sweep(tmp_path: Path, *args: str) -> tuple[dict, list[TrialResult]]:
@@ -30,13 +33,16 @@ def _sweep(tmp_path: Path, *args: str) -> tuple[dict, list[TrialResult]]:
 @pytest.fixture(scope="module")
 def confirmed(tmp_path_factory) -> tuple[Path, dict, list[TrialResult]]:
     """One confirmed sweep, read by the tests of confirmation and of verifying what it emits
-    (one sweep, not two: ~45 s of the suite)."""
+    (one sweep, not two: ~45 s of the suite). --cache: 3 GB is far above quick's peaks at
+    64-128 envs, so nothing here needs the cold compile's peak; the session's warm cache
+    (WARM) saves most of each trial's compile."""
     tmp = tmp_path_factory.mktemp("confirmed")
     summary, results = _sweep(tmp, "--profile", "quick", "--gpu-mem", "3GB", "--start", "64",
-                              "--max-envs", "128", "--confirm-steps", "20")
+                              "--max-envs", "128", "--confirm-steps", "20", *WARM)
     return tmp / "run", summary, results
 
 
+@pytest.mark.slow
 def test_the_pick_is_confirmed_by_a_long_run_under_the_same_cap(confirmed):
     _, summary, results = confirmed
     chosen = summary["recommended"]
@@ -55,9 +61,10 @@ def test_the_pick_is_confirmed_by_a_long_run_under_the_same_cap(confirmed):
     assert summary["confirmed_line"].startswith("confirmed: ")
 
 
+@pytest.mark.slow
 def test_without_confirmation_the_chosen_size_is_repeated(tmp_path):
     summary, results = _sweep(tmp_path, "--profile", "quick", "--gpu-mem", "3GB", "--start", "64",
-                              "--max-envs", "128", "--no-confirm")
+                              "--max-envs", "128", "--no-confirm", *WARM)
     n = summary["recommended"]["num_envs"]
     runs = [r for r in results if r.num_envs == n]
     assert len(runs) == 2 and all(r.status is Status.OK for r in runs)
@@ -105,12 +112,13 @@ def test_a_confirmation_that_fails_steps_down_to_a_smaller_size(tmp_path):
     assert summary["reasons"]["256"].startswith("fit once, "), summary["reasons"]
 
 
+@pytest.mark.slow
 def test_verify_a_user_style_file_against_a_profile(tmp_path):
     config = tmp_path / "train.yaml"
     config.write_text("experiment:\n  ppo:\n    num_envs: 64\n    batch_size: 64\n"
                       "    num_minibatches: 4\n    unroll_length: 10\n")
     proc = run_cli("verify", str(config), "--profile", "quick", "--gpu-mem", "3GB", "--steps", "12",
-                   "--json", timeout=900)
+                   "--json", *WARM, timeout=900)
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     assert record["status"] == "ok" and record["purpose"] == "confirm"
@@ -118,6 +126,7 @@ def test_verify_a_user_style_file_against_a_profile(tmp_path):
     assert record["cap"] == f"RLIMIT_DATA={int(3e9 * 0.9)}"
 
 
+@pytest.mark.slow
 def test_verify_an_emitted_file_finds_its_profile(confirmed, tmp_path):
     run_dir, _, _ = confirmed
     out = tmp_path / "tuned.yaml"
@@ -125,7 +134,7 @@ def test_verify_an_emitted_file_finds_its_profile(confirmed, tmp_path):
     assert emitted.returncode == 0, emitted.stderr
     data = yaml.safe_load(out.read_text())
     assert "run_evals" not in data["ppo"], "a measurement-only setting leaked into the config"
-    proc = run_cli("verify", str(out), "--gpu-mem", "3GB", "--steps", "12", timeout=900)
+    proc = run_cli("verify", str(out), "--gpu-mem", "3GB", "--steps", "12", *WARM, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert "verified:" in proc.stdout
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from vramtune.measure.cap import cpu_cap
 from vramtune.measure.footprint import FootprintProbe
 from vramtune.workload.profile import load_profile, profile_from_dict
 
+# each test compiles or starts brax's training epoch: not in the fast tier (-m 'not slow')
+pytestmark = pytest.mark.slow
 QUICK = load_profile("quick")
 
 

@@ -439,8 +439,9 @@ def test_trial_child_never_imports_from_the_current_directory(corpus, tmp_path):
     root, _ = corpus
     (tmp_path / "jax.py").write_text("open('CWD_JAX_IMPORTED', 'w').write('x')\n"
                                      "raise ImportError('cwd jax.py')\n")
+    # the session's compile cache (the CLI's default): the test is the import path, not a peak
     proc = run_cli("trial", "--profile", str(root / "profiles/control-base.yaml"), "-n", "64",
-                   "--timeout", "20", "--no-cache", "--json", cwd=tmp_path, timeout=120)
+                   "--timeout", "20", "--json", cwd=tmp_path, timeout=120)
     assert not (tmp_path / "CWD_JAX_IMPORTED").exists()
     assert "Traceback" not in proc.stderr and proc.returncode in (0, 1), proc.stderr
     assert json.loads(proc.stdout)["status"] in ("ok", "timeout"), proc.stdout[-1500:]
@@ -500,8 +501,9 @@ def test_disk_full_during_a_sweep_is_one_line_with_the_table(tmp_path):
     fills after the sweep started. The trial is shown, the error is one line, exit 2."""
     from vramtune import api
 
+    # --cache, here and below: the session's compile cache shortens the one trial that runs
     probe = api.prepare_sweep("quick", start=64, max_envs=64, refine=0, confirm=False,
-                              cache=False, standby=False, out=tmp_path / "probe")
+                              cache=True, standby=False, out=tmp_path / "probe")
     probe.release()
     limit = (tmp_path / "probe/results.jsonl").stat().st_size + 300
 
@@ -510,7 +512,7 @@ def test_disk_full_during_a_sweep_is_one_line_with_the_table(tmp_path):
 
     proc = subprocess.run([sys.executable, "-m", "vramtune.cli.app", "sweep", "--profile",
                            "quick", "--start", "64", "--max-envs", "64", "--refine", "0",
-                           "--no-confirm", "--no-cache", "--no-standby", "--out",
+                           "--no-confirm", "--cache", "--no-standby", "--out",
                            str(tmp_path / "run"), "--timeout", "120"],
                           capture_output=True, text=True, timeout=300, preexec_fn=small_files)
     assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -24,7 +24,8 @@ from tests import raycluster
 from tests.conftest import run_cli, sigint_default
 
 pytest.importorskip("ray")
-pytestmark = pytest.mark.ray
+# a real Ray cluster and sweeps on it: not in the fast tier (-m "not slow")
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 MARK = "VRAMTUNE_TEST_CLUSTER"
 # A CPU-only cluster that still names two accelerator types, as a mixed GPU cluster would

@@ -21,6 +21,7 @@ def _trials(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in lines[1:]]
 
 
+@pytest.mark.slow
 def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path):
     run_dir = tmp_path / "run"
     # --no-cache: a warm compile cache skips compilation and its ~150 MB of host memory, which
@@ -90,6 +91,7 @@ def _trial_children(pid: int) -> list[psutil.Process]:
             if "vramtune.measure.child" in " ".join(p.cmdline())]
 
 
+@pytest.mark.slow
 def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path):
     run_dir = tmp_path / "run"
     proc = _start_sweep("--start", "128", "--max-envs", "512", "--confirm-steps", "8",
@@ -124,6 +126,7 @@ def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path):
     assert summary["recommended"]["num_envs"] in sizes
 
 
+@pytest.mark.slow
 def test_sigterm_exits_143_and_leaves_no_trial(tmp_path):
     run_dir = tmp_path / "run"
     proc = _start_sweep("--start", "128", "--max-envs", "256", "--out", str(run_dir))

@@ -27,6 +27,7 @@ def _children_alive(pid: int) -> list[psutil.Process]:
             and p.pid == pid]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_envs", [128, 256])
 def test_ok_trial_measures_steady_state(num_envs):
     proc = run_cli("trial", "--profile", "quick", "--num-envs", str(num_envs), "--json")
@@ -48,6 +49,7 @@ def test_ok_trial_measures_steady_state(num_envs):
     assert record["versions"]["brax"] and record["versions"]["jax"]
 
 
+@pytest.mark.slow
 def test_a_cpu_trial_under_a_cap_compiles_cold_unless_told(tmp_path):
     """A compile-cache hit skips compilation and the host memory it holds (~130-190 MiB of
     quick's peak), which a user's first run pays: under a CPU cap the cache is not used by
@@ -67,6 +69,7 @@ def test_a_cpu_trial_under_a_cap_compiles_cold_unless_told(tmp_path):
     # without a cap the default keeps the cache (measure.trial drops it only for RLIMIT_DATA)
 
 
+@pytest.mark.slow
 def test_real_oom_under_a_cap():
     proc = run_cli("trial", "--profile", "quick", "--num-envs", "2048", "--gpu-mem", "1.1GB",
                    "--json")
@@ -79,6 +82,7 @@ def test_real_oom_under_a_cap():
     assert record["steps_per_s"] is None
 
 
+@pytest.mark.slow
 def test_panel_labels_host_memory_not_vram():
     proc = run_cli("trial", "--profile", "quick", "--num-envs", "3000", "--gpu-mem", "1GB")
     # 3000 envs under 1 GB fails; the panel still renders, labelled host RAM, never VRAM.
@@ -86,6 +90,7 @@ def test_panel_labels_host_memory_not_vram():
     assert "host RAM" in proc.stdout and "VRAM" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_trial_and_leaves_nothing():
     pids: list[int] = []
     result = run_trial(TrialRequest(load_profile("quick"), 128, timeout_s=4),
@@ -96,6 +101,7 @@ def test_timeout_kills_the_trial_and_leaves_nothing():
     assert pids and not psutil.pid_exists(pids[0]) or psutil.Process(pids[0]).status() == "zombie"
 
 
+@pytest.mark.slow
 def test_child_killed_by_signal_is_a_crash():
     def on_event(event: Event) -> None:
         if isinstance(event, TrialPhase) and event.phase == "compiling":
@@ -109,6 +115,7 @@ def test_child_killed_by_signal_is_a_crash():
     assert result.error_type == "SIGKILL" and result.exit_code == -signal.SIGKILL
 
 
+@pytest.mark.slow
 def test_sigkilled_parent_leaves_no_child(tmp_path):
     parent = subprocess.Popen([sys.executable, "-m", "vramtune.cli.app", "trial", "-n", "128"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -126,6 +133,7 @@ def test_sigkilled_parent_leaves_no_child(tmp_path):
     assert not alive, "the trial outlived its SIGKILLed parent"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(Nvml().available, reason="NVML is present here; this checks its absence")
 def test_nvml_absent_gives_none_and_a_notice():
     result = run_trial(TrialRequest(load_profile("quick"), 128, timeout_s=2), nvml=Nvml())

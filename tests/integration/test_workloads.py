@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, shared_compile_cache
 from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.measure.wire import Event, WorkloadInfo
 from vramtune.records import Status, TrialResult
@@ -34,9 +34,14 @@ def _quick(**changes: Any) -> dict[str, Any]:
     return data
 
 
-def _trial(data: dict[str, Any], num_envs: int = 128) -> tuple[TrialResult, list[dict]]:
+def _trial(data: dict[str, Any], num_envs: int = 128, *, cold: bool = False
+           ) -> tuple[TrialResult, list[dict]]:
+    """One real trial. On the session's compile cache unless ``cold``: only a test that
+    compares memory figures needs the cold compile's peak."""
     events: list[Event] = []
-    result = run_trial(TrialRequest(profile_from_dict(data), num_envs), events.append)
+    cache = None if cold else shared_compile_cache()
+    result = run_trial(TrialRequest(profile_from_dict(data), num_envs, compile_cache_dir=cache),
+                       events.append)
     return result, [e.info for e in events if isinstance(e, WorkloadInfo)]
 
 
@@ -79,6 +84,7 @@ def test_profiles_json():
 # ----------------------------------------------------------------------------- init-profile
 
 
+@pytest.mark.slow
 def test_init_profile_playground_resolves_its_config_and_never_overwrites(tmp_path):
     out = tmp_path / "cart.yaml"
     proc = run_cli("init-profile", "--env", "playground:CartpoleBalance", "-o", str(out),
@@ -124,7 +130,9 @@ def test_init_profile_factory_template_takes_the_factory_defaults(tmp_path):
     (["--env", "ant"], "expected brax:<name>"),
     (["--env", "brax:"], "expected brax:<name>"),
     (["--env", "brax:no_such_env"], "unknown brax env 'no_such_env'"),
-    (["--env", "playground:NoSuchEnv"], "unknown Playground env 'NoSuchEnv'"),
+    # imports MuJoCo Playground (seconds): not in the fast tier
+    pytest.param(["--env", "playground:NoSuchEnv"], "unknown Playground env 'NoSuchEnv'",
+                 marks=pytest.mark.slow),
     (["--env", "tests.workloads_fixture:no_such_factory"], "no callable 'no_such_factory'"),
     (["--env", "tests.no_such_module:make"], "No module named 'tests.no_such_module'"),
     (["--env", "playground:CartpoleBalance", "--backend", "mjx"], "brax: sources only"),
@@ -146,6 +154,7 @@ def test_init_profile_missing_folder(tmp_path):
 # ----------------------------------------------------------------------------- user factory
 
 
+@pytest.mark.slow
 def test_user_factory_trains_with_its_env_kwargs():
     result, workload = _trial(_quick(name="mine", env="tests.workloads_fixture:make_fast_env",
                                      backend=None, env_kwargs={"backend": "generalized"}))
@@ -159,6 +168,7 @@ def _factory(env: str, **env_kwargs: Any) -> dict[str, Any]:
     return _quick(name="broken", env=env, backend=None, env_kwargs=env_kwargs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("data", "error_type", "message", "where"), [
     # the module cannot be imported: where = the import in vramtune's loader
     (_factory("tests.no_such_module:make"), "ModuleNotFoundError",
@@ -194,6 +204,7 @@ def test_broken_environment_is_an_error_record_not_a_crash(data, error_type, mes
 # ----------------------------------------------------------------------------- overrides
 
 
+@pytest.mark.slow
 def test_ppo_override_reaches_ppo_train():
     """An override brax rejects proves the profile's ppo: block is what ppo.train receives."""
     data = _quick(name="override")
@@ -204,13 +215,14 @@ def test_ppo_override_reaches_ppo_train():
     assert result.error_where and result.error_where.startswith("train: ")
 
 
+@pytest.mark.slow
 def test_network_override_changes_measured_memory():
     """Wider hidden layers (profile network:) reach the networks ppo.train builds: the
     trial's peak host memory grows by their parameters, gradients and optimiser state."""
-    base, _ = _trial(_quick(name="narrow", measure=SHORT))
+    base, _ = _trial(_quick(name="narrow", measure=SHORT), cold=True)
     wide_net = {"policy_hidden_layer_sizes": [2048, 2048],
                 "value_hidden_layer_sizes": [2048, 2048]}
-    wide, workload = _trial(_quick(name="wide", measure=SHORT, network=wide_net))
+    wide, workload = _trial(_quick(name="wide", measure=SHORT, network=wide_net), cold=True)
     assert base.status is Status.OK and wide.status is Status.OK, (base.error_message,
                                                                     wide.error_message)
     assert workload[0]["network"]["policy_hidden_layer_sizes"] == [2048, 2048]
@@ -256,6 +268,7 @@ def test_ant_mjx_trial_at_64_envs():
           f"steps/s, peak RSS {result.host_peak_rss_bytes / 2**20:.0f} MiB")
 
 
+@pytest.mark.slow
 def test_an_error_inside_jax_is_summarised_by_the_users_exception():
     """JAX re-raises an error from inside a traced function with a note about its filtered
     frames: the record's last line is the user's exception, not that note."""
@@ -268,6 +281,7 @@ def test_an_error_inside_jax_is_summarised_by_the_users_exception():
     assert result.error_where and "workloads_fixture.py" in result.error_where
 
 
+@pytest.mark.slow
 def test_a_factory_is_imported_from_the_profile_folder_not_the_cwd(tmp_path):
     """`my_envs_<id>:make` next to the profile file is found; the cwd is never searched."""
     module = f"vramtune_test_envs_{tmp_path.name.replace('-', '_')}"
@@ -280,7 +294,8 @@ def test_a_factory_is_imported_from_the_profile_folder_not_the_cwd(tmp_path):
     data["measure"] = {**data.get("measure", {}), **SHORT}
     path = folder / "mine.yaml"
     path.write_text(yaml.safe_dump(data))
-    result = run_trial(TrialRequest(load_profile(path), 128))
+    result = run_trial(TrialRequest(load_profile(path), 128,
+                                    compile_cache_dir=shared_compile_cache()))
     assert result.status is Status.OK, result.error_message
     # The same profile as a dict has no folder: the module is not importable from anywhere.
     missing, _ = _trial(data)
