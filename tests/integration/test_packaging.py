@@ -15,6 +15,7 @@ from tests.conftest import ROOT
 NEWER_JAX = "0.10.2"  # newer than constraints/tested.txt's; brax 0.14.2 cannot train on it
 
 
+@pytest.mark.slow
 @pytest.mark.registry
 def test_install_beside_a_newer_jax_keeps_it(tmp_path: Path) -> None:
     report = tmp_path / "report.json"

@@ -6,9 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 from vramtune.workload.profile import load_profile
 from vramtune.yamlio import dump
+
+
+pytestmark = pytest.mark.slow
 
 
 def test_an_unresolved_pick_is_remeasured_and_shown(tmp_path: Path):
