@@ -12,7 +12,6 @@ from tests.conftest import run_cli
 from vramtune.workload.profile import load_profile
 from vramtune.yamlio import dump
 
-
 pytestmark = pytest.mark.slow
 
 
