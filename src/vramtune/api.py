@@ -140,7 +140,8 @@ class SweepOutcome:
 
 
 def sweep_request(profile: ProfileArg = None, **options: Any) -> SweepRequest:
-    """A checked sweep request from what a person types: the keywords are
+    """A checked sweep request from what a person types (the profile: a built-in name, a
+    YAML file, a ``Profile``, or a dict whose ``env`` may be a callable); the keywords are
     ``SweepRequest.parse``'s (gpu_mem="8GB", headroom="10%", start, max_envs, refine,
     objective, out, resume, timeout_s, cache, standby, confirm, confirm_steps, devices, search,
     parallel, executor, ray_address, gpu_type, gpu_types, speed_margin). A request passes

@@ -48,8 +48,24 @@ def test_a_callable_env_is_pickled_by_value_and_named_after_itself():
     assert profile_from_user({**BASE, "env": make_env}).hash == profile.hash
     # in the child: the bytes rebuild the factory, which gets the profile's env_kwargs
     assert _build_factory(profile, source) == ("env", 3)
-    # a test module is not installed: its function travels by value, not by import path
-    assert b"tests.unit.test_notebook_api" not in profile.factory or b"make_env" in profile.factory
+
+
+
+def test_a_factory_from_a_module_the_trial_cannot_import_travels_by_value(tmp_path):
+    """This test module is not installed: a process that cannot import it (no repo root on
+    its path, as a notebook's kernel directory is not on a trial's) still calls the factory."""
+    import subprocess
+
+    import cloudpickle
+
+    profile = profile_from_user({**BASE, "env": make_env})
+    where = str(Path(cloudpickle.__file__).parents[1])
+    code = "import pickle, sys; print(pickle.loads(sys.stdin.buffer.read())(size=5))"
+    done = subprocess.run([sys.executable, "-P", "-c", code], input=profile.factory,
+                          capture_output=True, cwd=tmp_path, timeout=60,
+                          env={"PYTHONPATH": where, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().strip() == "('env', 5)"
 
 
 def test_a_lambda_is_a_factory_too():

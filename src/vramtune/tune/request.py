@@ -153,9 +153,11 @@ class SweepRequest:
                             "at once as the cluster has GPUs (or CPUs)")
 
 
-def as_profile(profile: str | Path | Profile | None) -> Profile:
+def as_profile(profile: str | Path | Profile | Mapping[str, Any] | None) -> Profile:
     if isinstance(profile, Profile):
         return profile
+    if isinstance(profile, Mapping):
+        return profile_from_user(profile)
     return load_profile(profile or "quick")
 
 
