@@ -3,13 +3,14 @@
 Every argument takes what a person would type (``gpu_mem="8GB"``, ``headroom="10%"``) or the
 plain number (bytes, a fraction); bad values raise ``vramtune.errors.UserError`` with one
 line that says what was expected. Nothing here prints: callers get records back and choose
-how to show them (the CLI renders them with rich, a notebook with pandas).
+how to show them (the CLI renders them with rich, a notebook with pandas); a sweep's progress
+and warnings go to the "vramtune" logger as well as to ``on_event``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from vramtune import yamlio
+from vramtune.compat import require_trainable_stack
 from vramtune.errors import UserError
 from vramtune.inputs import (
     MAX_TRAINING_STEPS,
@@ -37,9 +39,10 @@ from vramtune.measure.overhead import device_cap
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.measure.wire import Event
+from vramtune.notebook import caller_gpu_warning, log, logged_events, result_line
 from vramtune.records import Objective, Purpose, TrialResult
 from vramtune.results.frame import runs_frame
-from vramtune.results.store import Run, find_runs, load_run
+from vramtune.results.store import Run, RunHeader, find_runs, load_run
 from vramtune.tune.budgets import Emission, Measurements, choose_for_budget, merge_runs
 from vramtune.tune.planner import Step
 from vramtune.tune.recommend import Recommendation, choose
@@ -54,8 +57,10 @@ from vramtune.tune.sweep import (
 )
 from vramtune.units import headroom_limit_bytes, parse_sizes
 from vramtune.views.configs import ConfigFormat, render
+from vramtune.views.runs import chosen_summary
 from vramtune.workload.configfile import BatchConfig, load_config, normalise_key, settings_block
 from vramtune.workload.emitted import emitted_profile
+from vramtune.workload.pickled import profile_from_user
 from vramtune.workload.profile import (
     TYPED_PPO_KEYS,
     Profile,
@@ -64,10 +69,13 @@ from vramtune.workload.profile import (
 )
 from vramtune.workload.sources import MANAGED_PPO_KEYS
 
+ProfileArg = str | Path | Profile | Mapping[str, Any] | SweepRequest | None
+
 
 @dataclass(frozen=True)
 class SweepOutcome:
-    """A finished (or interrupted) sweep: every trial, the pick, where it is saved."""
+    """A finished (or interrupted) sweep: every trial, the pick, where it is saved; in a
+    notebook, ``.frame``, ``.plot()``, ``.ppo_kwargs`` and ``.yaml``."""
 
     run_dir: Path
     results: tuple[TrialResult, ...]
@@ -75,11 +83,65 @@ class SweepOutcome:
     stopped_because: str | None  # None when interrupted
     reused: int
     interrupted: bool = False
+    header: RunHeader | None = None  # what the run was measured with (profile, budget)
+
+    @property
+    def run(self) -> Run:
+        """The sweep as a saved run (what report and emit-config read)."""
+        header = self.header if self.header is not None else load_run(self.run_dir).header
+        return Run(self.run_dir, header, self.results)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """One row per trial, units in the column names; unmeasured figures are <NA>."""
+        return runs_frame([self.run])
+
+    def plot(self) -> Any:
+        """Memory and steps/s against num_envs, the budget and the pick: a
+        ``matplotlib.figure.Figure`` (shown inline by a notebook; ``.savefig(path)``)."""
+        from vramtune.views.plot import sweep_figure
+
+        run = self.run
+        return sweep_figure(run, self.recommendation, budget_bytes=run.header.budget_bytes,
+                            headroom_fraction=run.header.headroom_fraction)
+
+    def _chosen(self) -> TrialResult:
+        chosen = self.recommendation.chosen
+        if chosen is None:
+            raise UserError(f"no recommendation: {self.recommendation.notice or 'no trial fit'}")
+        return chosen
+
+    @property
+    def ppo_kwargs(self) -> dict[str, Any]:
+        """The pick as ``brax.training.agents.ppo.train(**kw)`` keywords: the profile's ppo
+        settings, episode_length, action_repeat, and the measured num_envs, batch_size and
+        num_minibatches (add environment, num_timesteps and network_factory yourself)."""
+        chosen = self._chosen()
+        profile = self.run.header.profile
+        kwargs = dict(profile.get("ppo") or {})
+        for key in TOP_LEVEL_PPO_KEYS:
+            if key in profile:
+                kwargs[key] = profile[key]
+        kwargs.update(num_envs=chosen.num_envs, batch_size=chosen.batch_size,
+                      num_minibatches=chosen.num_minibatches)
+        return kwargs
+
+    @property
+    def yaml(self) -> str:
+        """The emitted config (brax format) at the sweep's own budget, as emit-config
+        writes it."""
+        self._chosen()
+        _, (emitted,) = _emit([self.run], gpu_mem=None, objective=self.recommendation.objective,
+                              headroom=self.run.header.headroom_fraction,
+                              format=ConfigFormat.BRAX, num_timesteps=None, hydra_prefix="ppo")
+        if emitted.text is None:
+            raise UserError(f"no config: {emitted.emission.error}")
+        return emitted.text
 
 
-def sweep_request(profile: str | Path | Profile | SweepRequest | None = None,
-                  **options: Any) -> SweepRequest:
-    """A checked sweep request from what a person types: the keywords are
+def sweep_request(profile: ProfileArg = None, **options: Any) -> SweepRequest:
+    """A checked sweep request from what a person types (the profile: a built-in name, a
+    YAML file, a ``Profile``, or a dict whose ``env`` may be a callable); the keywords are
     ``SweepRequest.parse``'s (gpu_mem="8GB", headroom="10%", start, max_envs, refine,
     objective, out, resume, timeout_s, cache, standby, confirm, confirm_steps, devices, search,
     parallel, executor, ray_address, gpu_type, gpu_types, speed_margin). A request passes
@@ -91,8 +153,8 @@ def sweep_request(profile: str | Path | Profile | SweepRequest | None = None,
     return SweepRequest.parse(profile, **options)
 
 
-def prepare_sweep(profile: str | Path | Profile | SweepRequest | None = None, *,
-                  nvml: Nvml | None = None, **options: Any) -> PreparedSweep:
+def prepare_sweep(profile: ProfileArg = None, *, nvml: Nvml | None = None,
+                  **options: Any) -> PreparedSweep:
     """Everything before the first trial; ``run_prepared`` then runs it. Split in two so a
     caller (the CLI) can keep what was measured when the run is interrupted.
 
@@ -101,7 +163,7 @@ def prepare_sweep(profile: str | Path | Profile | SweepRequest | None = None, *,
     return prepare(sweep_request(profile, **options), nvml=nvml)
 
 
-def prepare_sweeps(profile: str | Path | Profile | SweepRequest | None = None,
+def prepare_sweeps(profile: ProfileArg = None,
                    **options: Any) -> tuple[Path, list[PreparedSweep]]:
     """One Ray sweep per accelerator type of a mixed cluster (``gpu_types="A100,H100"``),
     each in its own run directory under one parent; ``run_prepared_sweeps`` runs them at
@@ -130,7 +192,7 @@ def outcome(prepared: PreparedSweep, *, interrupted: bool = False) -> SweepOutco
                  remeasure_left=remeasure_pairs(state.results) < config.speed_remeasure)
     stopped = state.final_step.reason if state.final_step and not interrupted else None
     return SweepOutcome(prepared.run_dir, tuple(state.results), rec, stopped, state.reused,
-                        interrupted)
+                        interrupted, prepared.header)
 
 
 def run_prepared(prepared: PreparedSweep, on_event: EventCallback | None = None,
@@ -144,26 +206,68 @@ def run_prepared(prepared: PreparedSweep, on_event: EventCallback | None = None,
     return outcome(prepared)
 
 
-def sweep(profile: str | Path | Profile | SweepRequest | None = None, *,
-          on_event: EventCallback | None = None, **options: Any) -> SweepOutcome:
+def sweep(profile: ProfileArg = None, *, on_event: EventCallback | None = None,
+          **options: Any) -> SweepOutcome:
     """The boundary under the budget (``search``: predictive, the default, aims with a memory
     model fitted to the trials so far; bisect doubles then bisects), then the measured pick.
     ``parallel`` trials run at once where their caps fit the device together. The options
-    are ``sweep_request``'s.
+    are ``sweep_request``'s. ``profile`` may be a dict whose ``env`` is a callable defined
+    here (sent to each trial's process with cloudpickle). Progress and warnings go to the
+    "vramtune" logger and, as typed events, to ``on_event``.
 
     >>> outcome = vramtune.sweep("quick", gpu_mem="1.5GB")        # doctest: +SKIP
     >>> outcome.recommendation.chosen.num_envs                      # doctest: +SKIP
     """
-    return run_prepared(prepare_sweep(profile, **options), on_event)
+    request = sweep_request(profile, **options)
+    require_trainable_stack()
+    warning = caller_gpu_warning()
+    if warning:
+        log.warning("%s", warning)
+    prepared = prepare_sweep(request)
+    if prepared.notice:  # e.g. NVML unavailable: what the CLI prints before its table
+        log.warning("%s", prepared.notice)
+    for line in prepared.warnings:
+        log.warning("%s", line)
+    result = run_prepared(prepared, logged_events(on_event),
+                          lambda _step, trial: log.info("%s", result_line(trial)))
+    _log_outcome(result, prepared)
+    return result
 
 
-def trial_request(profile: str | Path | Profile = "quick", num_envs: int | None = None, *,
-                  gpu_mem: Size = None, timeout_s: float | None = None,
-                  cache: bool | None = None, devices: int | None = None) -> TrialRequest:
-    """A validated trial request: every input checked before anything starts."""
+def _log_outcome(result: SweepOutcome, prepared: PreparedSweep) -> None:
+    """The lines the CLI prints under its table, as log records."""
+    rec, config = result.recommendation, prepared.config
+    if result.stopped_because:
+        log.info("search: %s", result.stopped_because)
+    if rec.chosen is None:
+        log.warning("no recommendation: %s", rec.notice or "no trial fit")
+    else:
+        log.info("recommended: %s", chosen_summary(rec.chosen, config.budget_bytes))
+        for line in (rec.speed_line, rec.confirm_speed_line):
+            if line:
+                log.info("throughput: %s", line)
+        if rec.chosen.memory_steady is False:
+            log.warning("its trial ended with memory still growing (measure.max_intervals "
+                        "reached)")
+        if rec.confirmed_line:
+            log.info("%s", rec.confirmed_line)
+        elif config.confirm:
+            log.warning("not confirmed: no long run of this size passed")
+    log.info("results: %s", result.run_dir)
+
+
+def trial_request(profile: str | Path | Profile | Mapping[str, Any] = "quick",
+                  num_envs: int | None = None, *, gpu_mem: Size = None,
+                  timeout_s: float | None = None, cache: bool | None = None,
+                  devices: int | None = None) -> TrialRequest:
+    """A validated trial request: every input checked before anything starts. A dict
+    profile's ``env`` may be a callable, as for ``sweep``."""
     budget_bytes = as_cap(gpu_mem)
     check_timeout(timeout_s)
-    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    if isinstance(profile, Mapping):
+        prof = profile_from_user(profile)
+    else:
+        prof = profile if isinstance(profile, Profile) else load_profile(profile)
     n = check_num_envs(prof.num_envs if num_envs is None else num_envs)
     assert n is not None
     return TrialRequest(prof, n, budget_bytes=budget_bytes, timeout_s=timeout_s,
@@ -186,12 +290,14 @@ def _run_alone(request: TrialRequest, on_event: EventCallback | None,
     return run_trial(request, on_event, cap=cap, nvml=nvml)
 
 
-def trial(profile: str | Path | Profile = "quick", num_envs: int | None = None, *,
-          gpu_mem: Size = None, timeout_s: float | None = None, cache: bool | None = None,
-          devices: int | None = None, on_event: EventCallback | None = None) -> TrialResult:
+def trial(profile: str | Path | Profile | Mapping[str, Any] = "quick",
+          num_envs: int | None = None, *, gpu_mem: Size = None, timeout_s: float | None = None,
+          cache: bool | None = None, devices: int | None = None,
+          on_event: EventCallback | None = None) -> TrialResult:
     """One measured trial in its own subprocess (the profile's num_envs by default)."""
     request = trial_request(profile, num_envs, gpu_mem=gpu_mem, timeout_s=timeout_s,
                             cache=cache, devices=devices)
+    require_trainable_stack()
     return run_request(request, on_event=on_event)
 
 
@@ -286,6 +392,7 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
     check_int(steps, "--steps", 1, MAX_TRAINING_STEPS)
     check_timeout(timeout_s)
     prof, _ = verification_profile(config_path, profile)
+    require_trainable_stack()
     limit = headroom_limit_bytes(budget_bytes, fraction)
     request = TrialRequest(prof, prof.num_envs, budget_bytes=budget_bytes, cap_bytes=limit,
                            timeout_s=(timeout_s if timeout_s is not None

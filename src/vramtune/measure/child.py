@@ -293,6 +293,11 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         from vramtune.workload.profile import profile_from_dict
 
         profile = profile_from_dict(spec.profile, source=spec.profile.get("name", "spec"))
+        if spec.env_factory is not None:
+            import base64
+            import dataclasses
+
+            profile = dataclasses.replace(profile, factory=base64.b64decode(spec.env_factory))
         proof = cap_proof(jax)  # starts the backend
         result.update(proof)
         emit(proof=proof)

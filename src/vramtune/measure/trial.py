@@ -8,6 +8,7 @@ from ``os.wait4``, NVML, the process tree) and decides ok / oom / timeout / cras
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -289,7 +290,9 @@ def trial_spec(request: TrialRequest, cap: Cap, result_path: Path) -> TrialSpec:
                      batch_size=shape.batch_size, num_minibatches=shape.num_minibatches,
                      result_path=str(result_path), rlimit_data_bytes=cap.rlimit_data_bytes,
                      compile_cache_dir=cache_dir, training_steps=request.training_steps,
-                     import_path=profile_folder(profile))
+                     import_path=profile_folder(profile),
+                     env_factory=(None if profile.factory is None
+                                  else base64.b64encode(profile.factory).decode("ascii")))
 
 
 @dataclass

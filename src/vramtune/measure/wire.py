@@ -31,6 +31,7 @@ class TrialSpec:
     compile_cache_dir: str | None = None
     training_steps: int | None = None  # train exactly this long (a confirming run)
     import_path: str | None = None  # the profile's folder, for its env modules
+    env_factory: str | None = None  # a pickled env's factory, base64 (workload/pickled.py)
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(dataclasses.asdict(self)))

@@ -31,7 +31,8 @@ measured size is enough to aim, a second far-off size outweighs a wrong prior, a
 leave-one-out check flags a prior that the trials contradict.
 
 Out-of-memory trials have no peak: they are not fitted; ``misses`` uses them to check the
-model (an OOM where the upper bound said it fits). Pure: numpy and the standard library.
+model (an OOM where the upper bound said it fits). Pure: numpy, scipy's Student t and the
+standard library.
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from statistics import NormalDist
 
 import numpy as np
+from scipy.stats import t as student_t
 
 FLOOR_SD = 0.015  # relative sd of one peak: the prior run-to-run jitter (2-4 % spreads measured)
 PRIOR_DOF = 4  # how many degrees of freedom that prior is worth against the residuals
@@ -53,73 +54,16 @@ Shape = tuple[int | None, int | None, int | None]  # (batch_size, num_minibatche
 ShapeOf = Callable[[int], Shape | None]
 
 
-# ---------------------------------------------------------------------------------------------
-# Student t without scipy: the regularised incomplete beta (Numerical Recipes' betacf).
-
-def _betacf(a: float, b: float, x: float) -> float:
-    tiny, eps = 1e-300, 3e-16
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < eps:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                     + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
 def t_cdf(t: float, dof: float) -> float:
     """P(T <= t) for Student's t with ``dof`` degrees of freedom (inf: the normal)."""
-    if math.isinf(dof):
-        return NormalDist().cdf(t)
-    tail = 0.5 * _betainc(dof / 2.0, 0.5, dof / (dof + t * t))
-    return 1.0 - tail if t >= 0 else tail
+    return float(student_t.cdf(t, dof))
 
 
 def t_quantile(p: float, dof: float) -> float:
     """The p-quantile of Student's t with ``dof`` degrees of freedom (p in (0, 1))."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must be in (0, 1), got {p}")
-    if math.isinf(dof):
-        return NormalDist().inv_cdf(p)
-    if p < 0.5:
-        return -t_quantile(1.0 - p, dof)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, dof) < p:
-        hi *= 2.0
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        if t_cdf(mid, dof) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return (lo + hi) / 2.0
+    return float(student_t.ppf(p, dof))
 
 
 # ---------------------------------------------------------------------------------------------

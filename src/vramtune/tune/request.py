@@ -9,7 +9,7 @@ pure: they touch no file and start nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,10 @@ from vramtune.inputs import (
 )
 from vramtune.machine import compile_cache_dir
 from vramtune.records import Objective
-from vramtune.results.store import RunHeader
+from vramtune.results.store import RunHeader, run_directory
 from vramtune.tune.planner import SearchMethod, SearchSpace, keeps_base_unrolls
 from vramtune.units import format_bytes, headroom_limit_bytes
+from vramtune.workload.pickled import is_pickled, profile_from_user, with_saved_factory
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
 
 CACHE_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}  # header.search
@@ -116,7 +117,8 @@ class SweepRequest:
             raise UserError(f"--speed-margin must be at least 0% and below 100%, got {margin!r}")
 
     @classmethod
-    def parse(cls, profile: str | Path | Profile | None = None, *, gpu_mem: Size = None,
+    def parse(cls, profile: str | Path | Profile | Mapping[str, Any] | None = None, *,
+              gpu_mem: Size = None,
               headroom: Percent = None, start: int | None = None, max_envs: int | None = None,
               refine: int | None = None, objective: str | Objective | None = None,
               out: str | Path | None = None, resume: str | Path | None = None,
@@ -127,7 +129,10 @@ class SweepRequest:
               gpu_type: str | None = None, gpu_types: str | Sequence[str] | None = None,
               speed_margin: Percent = None) -> SweepRequest:
         """The request from what a person types (``gpu_mem="8GB"``, ``headroom="10%"``,
-        ``speed_margin="2%"``) or the plain numbers (bytes, fractions)."""
+        ``speed_margin="2%"``) or the plain numbers (bytes, fractions). A profile may be a
+        dict, whose ``env`` may be a callable defined in the calling notebook or script."""
+        if isinstance(profile, Mapping):
+            profile = profile_from_user(profile)
         return cls(profile=profile, budget_bytes=as_cap(gpu_mem),
                    headroom_fraction=as_fraction(headroom), start=start, max_envs=max_envs,
                    refine=refine, objective=as_objective(objective), out=as_path(out, "--out"),
@@ -148,9 +153,11 @@ class SweepRequest:
                             "at once as the cluster has GPUs (or CPUs)")
 
 
-def as_profile(profile: str | Path | Profile | None) -> Profile:
+def as_profile(profile: str | Path | Profile | Mapping[str, Any] | None) -> Profile:
     if isinstance(profile, Profile):
         return profile
+    if isinstance(profile, Mapping):
+        return profile_from_user(profile)
     return load_profile(profile or "quick")
 
 
@@ -195,8 +202,11 @@ def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:
     objective = r.objective
     if objective is None and searched.get("objective"):
         objective = Objective(searched["objective"])
+    given = r.profile if isinstance(r.profile, Profile) else None
+    saved = with_saved_factory(profile_from_dict(header.profile, source=str(where)),
+                               run_directory(where), given)
     return replace(
-        r, profile=profile_from_dict(header.profile, source=str(where)),
+        r, profile=saved,
         budget_bytes=header.budget_bytes,
         headroom_fraction=(header.headroom_fraction if r.headroom_fraction is None
                            else r.headroom_fraction),
@@ -273,6 +283,9 @@ def resolve(request: SweepRequest) -> SweepPlan:
     search, throughput, confirmation on), and the checks that need two options at once."""
     r = request
     prof = as_profile(r.profile)
+    if is_pickled(prof) and prof.factory is None:
+        raise UserError(f"env {prof.env} is a factory pickled from a notebook, and this "
+                        f"profile does not carry it: pass the profile dict with the callable")
     method = SearchMethod.PREDICTIVE if r.search is None else r.search
     refine = r.refine
     if refine is None and method is SearchMethod.BISECT:

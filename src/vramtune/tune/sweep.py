@@ -64,6 +64,7 @@ from vramtune.tune.request import (
     reconcile,
     resolve,
 )
+from vramtune.workload.pickled import save_factory
 from vramtune.workload.profile import safe_name
 
 __all__ = ["CACHE_MODES", "SweepConfig", "SweepRequest"]  # read from here by callers and tests
@@ -271,6 +272,7 @@ def _prepared(out: Path | None, plan: SweepPlan, previous: Run | None, lock: Run
         run_dir = out or Path("vramtune-runs") / f"{stamp}-{safe_name(config.profile.name)}"
         run_dir = Path(os.path.normpath(run_dir))  # as create_run makes it: 'next:' must work
         lock = create_run(run_dir, header)
+        save_factory(run_dir, config.profile)  # a notebook's env factory, for --resume
     executor.attach(run_dir)
     return PreparedSweep(config, config.objective, header, run_dir, state, executor, nvml,
                          warnings, lock)

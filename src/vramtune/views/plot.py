@@ -1,7 +1,9 @@
 """A sweep as a picture: memory and steps/s against num_envs (log2), budget, OOMs, the pick.
 
-matplotlib is an optional extra (``vramtune[plot]``) and is imported only here, with the Agg
-backend, so plotting works on a headless CI runner and never opens a window.
+matplotlib is an optional extra (``vramtune[plot]``) and is imported only here. The figure is a
+``matplotlib.figure.Figure`` made directly, not through pyplot: no backend is chosen or needed
+(a headless CI runner writes the PNG; a notebook's inline backend, whatever it is, stays as the
+user set it), and no window opens.
 """
 
 from __future__ import annotations
@@ -21,15 +23,12 @@ MISSING_MATPLOTLIB = ("plotting needs matplotlib, which is not installed: "
                       "pip install 'vramtune[plot]'")
 
 
-def _pyplot() -> Any:
+def _figure_class() -> Any:
     try:
-        import matplotlib
+        from matplotlib.figure import Figure
     except ImportError:
         raise UserError(MISSING_MATPLOTLIB) from None
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure
 
 
 def _series(results: Sequence[TrialResult], gpu: bool) -> list[tuple[str, str, list[tuple[int, int]]]]:
@@ -59,8 +58,20 @@ def _unit(max_bytes: float) -> tuple[str, float]:
 def plot_run(run: Run, rec: Recommendation, path: str | Path, *, budget_bytes: int | None,
              headroom_fraction: float) -> Path:
     """Write a PNG of the sweep to ``path``; UserError if matplotlib is missing."""
-    plt = _pyplot()
+    fig = sweep_figure(run, rec, budget_bytes=budget_bytes, headroom_fraction=headroom_fraction)
     path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, format="png")
+    except OSError as exc:
+        raise UserError(f"cannot write the plot to {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
+                 headroom_fraction: float) -> Any:
+    """The sweep as a ``matplotlib.figure.Figure``; UserError if matplotlib is missing."""
+    figure = _figure_class()
     results = sorted(run.results, key=lambda r: r.num_envs)
     gpu = any_gpu(results)
     kind = memory_kind(gpu)
@@ -71,8 +82,8 @@ def plot_run(run: Run, rec: Recommendation, path: str | Path, *, budget_bytes: i
         peaks.append(budget_bytes)
     unit, scale = _unit(max(peaks, default=2**30))
 
-    fig, (ax_mem, ax_speed) = plt.subplots(2, 1, sharex=True, figsize=(9, 7.5), dpi=110,
-                                           gridspec_kw={"height_ratios": [3, 2]})
+    fig = figure(figsize=(9, 7.5), dpi=110)
+    ax_mem, ax_speed = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     h = run.header
     budget_text = f"budget {format_bytes(budget_bytes)} {kind}" if budget_bytes else "no budget"
     fig.suptitle(f"{h.profile_name} on {h.device}\n{budget_text}, headroom {headroom_fraction:.0%}, "
@@ -155,14 +166,7 @@ def plot_run(run: Run, rec: Recommendation, path: str | Path, *, budget_bytes: i
         ax_mem.set_title("CPU backend: host RAM (peak RSS of the trial process), not VRAM",
                          fontsize=9, color="dimgray")
     fig.tight_layout()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png")
-    except OSError as exc:
-        raise UserError(f"cannot write the plot to {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
-    return path
+    return fig
 
 
 def _thousands() -> Any:

@@ -178,9 +178,26 @@ def _is_playground_env(env: Any) -> bool:
     return module is not None and isinstance(env, module.MjxEnv)
 
 
+def _unpickled(profile: Profile, source: Source) -> Any:
+    """A factory sent by value from the parent (workload/pickled.py)."""
+    import hashlib
+    import pickle
+
+    data = profile.factory
+    if data is None:
+        raise ValueError(f"env {profile.env} is a pickled factory, but its bytes did not reach "
+                         f"the trial")
+    if hashlib.sha256(data).hexdigest()[:16] != source.name.rpartition("@")[2]:
+        raise ValueError(f"the pickled factory's bytes do not match env {profile.env}")
+    return pickle.loads(data)  # noqa: S301 - bytes the parent pickled from the user's callable
+
+
 def _build_factory(profile: Profile, source: Source) -> Any:
-    module = importlib.import_module(source.module)
-    factory = getattr(module, source.attr, None)
+    if source.kind == "pickled":
+        factory = _unpickled(profile, source)
+    else:
+        module = importlib.import_module(source.module)
+        factory = getattr(module, source.attr, None)
     if factory is None:
         raise AttributeError(f"module {source.module!r} has no attribute {source.attr!r} "
                              f"(env {profile.env!r})")

@@ -91,6 +91,8 @@ class Profile:
     measure: Measure = field(default_factory=Measure)
     timeout_s: float = 900.0
     source: str = ""  # where it was loaded from (not hashed)
+    # a pickled env's factory (workload/pickled.py); not hashed: env carries its digest
+    factory: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def batch_size(self) -> int:
@@ -137,6 +139,7 @@ class Profile:
         data = asdict(self)
         data["scaling"] = str(self.scaling)
         data.pop("source")
+        data.pop("factory")
         if not self.domain_randomization:
             data.pop("domain_randomization")  # keeps the hashes of profiles that predate it
         for key in SPEED_MEASURE_KEYS:  # likewise, at their defaults
@@ -151,7 +154,7 @@ class Profile:
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-_TOP_KEYS = {f for f in Profile.__dataclass_fields__ if f != "source"}
+_TOP_KEYS = {f for f in Profile.__dataclass_fields__ if f not in ("source", "factory")}
 _MEASURE_KEYS = set(Measure.__dataclass_fields__)
 _NETWORK_KEYS = {"policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation",
                  "policy_obs_key", "value_obs_key"}

@@ -1,7 +1,8 @@
 """Environment sources: what a profile's ``env`` names, checked in pure Python.
 
 Sources: ``brax:<name>`` (with the profile's backend), ``playground:<Name>`` (MuJoCo
-Playground), ``package.module:factory`` (the user's own env). These checks run in the parent
+Playground), ``package.module:factory`` (the user's own env), ``pickled:<name>@<digest>`` (a
+callable from a notebook, sent by value: workload/pickled.py). These checks run in the parent
 at profile load time: the parent never imports JAX.
 """
 
@@ -26,6 +27,8 @@ SHAPE_KEYS = ("batch_size", "num_minibatches", "unroll_length")
 MANAGED_PPO_KEYS = frozenset({"num_envs", "num_timesteps", "num_evals", "progress_fn",
                               "environment", "network_factory", "episode_length",
                               "action_repeat", "wrap_env_fn"})
+PICKLED = "pickled"
+_PICKLED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*@[0-9a-f]{16}")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 # Brax's make_ppo_networks defaults, written out so a starter profile shows what it trains.
@@ -69,8 +72,8 @@ TEMPLATE_ENV = "ant"
 class Source:
     """A parsed ``env`` string."""
 
-    kind: str  # brax | playground | factory
-    name: str  # env name, or "package.module:factory"
+    kind: str  # brax | playground | factory | pickled
+    name: str  # env name, "package.module:factory", or "<name>@<digest>" (pickled)
 
     @property
     def module(self) -> str:
@@ -91,6 +94,8 @@ def parse_source(env: str) -> Source:
             if not name or not re.fullmatch(r"[A-Za-z0-9_\-]+", name):
                 raise UserError(f"env {env!r}: {kind}: needs an environment name; {forms}")
             return Source(kind, name)
+    if text.startswith(PICKLED + ":") and _PICKLED.fullmatch(text[len(PICKLED) + 1:]):
+        return Source(PICKLED, text[len(PICKLED) + 1:])
     module, sep, attr = text.partition(":")
     if sep and _IDENT.match(module) and _IDENT.match(attr) and "." not in attr:
         return Source("factory", text)
