@@ -52,13 +52,15 @@ def _change(change: float | None) -> str:
 def _cells(row: MetricRow) -> list[str]:
     if row.metric == "status":
         base, cand, change = row.baseline_statuses, row.candidate_statuses, ""
-    elif row.metric == Metric.MEMORY:
+    elif row.metric == Metric.MEMORY or (row.metric == Metric.XLA and "flops" not in row.label):
         base, cand = _bytes_with_range(row.baseline_values), _bytes_with_range(row.candidate_values)
         change = _change(row.change)
     else:
         base, cand = _rate_with_range(row.baseline_values), _rate_with_range(row.candidate_values)
         change = _change(row.change)
     verdict = MARKERS[row.verdict]
+    if row.tier and row.verdict in (Verdict.WORSE, Verdict.BETTER, Verdict.FAILED):
+        verdict += f" ({row.tier} tier)"
     if row.detail:
         verdict += f": {row.detail}"
     return [str(row.num_envs), row.label, base, cand, change, verdict]
@@ -87,9 +89,7 @@ def bench_markdown(report: BenchReport, *, title: str | None = None) -> str:
     lines += [bench_table(report).to_markdown()]
     regressions = report.regressions
     if regressions:
-        what = "; ".join(f"num_envs={r.num_envs} {r.label} "
-                         + (_change(r.change) if r.change is not None else str(r.verdict))
-                         for r in regressions)
+        what = "; ".join(r.headline for r in regressions)
         lines.append(f"**FAIL: {len(regressions)} regression{'s' if len(regressions) > 1 else ''}** "
                      f"({what})")
     elif report.baseline is None:
@@ -97,8 +97,11 @@ def bench_markdown(report: BenchReport, *, title: str | None = None) -> str:
     else:
         lines.append("**PASS: no regression**")
     t = report.thresholds
-    lines += ["", f"Thresholds: peak memory +{t.max_mem_increase:.0%}, steps/s "
-                  f"-{t.max_speed_drop:.0%}. A change counts only past its threshold and with "
+    lines += ["", f"Thresholds: XLA figures +{t.max_xla_increase:.1%} (deterministic: "
+                  f"compared exactly, no repeats), peak memory +{t.max_mem_increase:.0%}, "
+                  f"steps/s -{t.max_speed_drop:.0%} (normalised by a reference computation "
+                  f"timed between the trials, where both sides have one). A measured change "
+                  f"counts only past its threshold and with "
                   f"distinguishable repeats (non-overlapping ranges; one-sided Mann-Whitney U, "
                   f"p < {RANK_TEST_ALPHA:g}, from {RANK_TEST_MIN_REPEATS} repeats a side). "
                   f"Figures: median (min–max) over repeats."]
