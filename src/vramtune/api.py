@@ -719,8 +719,7 @@ def run_bench(plan: BenchPlan, *,
     """Measure a prepared bench and compare (or merge for saving); writes nothing."""
     from vramtune import machine
     from vramtune.measure.cap import plan_cap
-    from vramtune.measure.process import child_env
-    from vramtune.measure.reference import REFERENCE, ReferenceClock
+    from vramtune.measure.reference import REFERENCE, CpuShare
     from vramtune.measure.wire import Phase
     from vramtune.records import Status
     from vramtune.results.baseline import key_from_results, merge_for_save, snapshot_from_results
@@ -746,41 +745,38 @@ def run_bench(plan: BenchPlan, *,
     schedule = [(r + 1, n) for r in range(plan.repeat) for n in plan.sizes]
     results: list[TrialResult] = []
     references: list[float | None] = []
-    with ReferenceClock(child_env(plan_cap(None, nvml, None))) as clock:
-        if not plan.normalise:
-            clock.close()
+    gpu = plan_cap(None, nvml, None).backend == "gpu"
+    normalise = plan.normalise and not gpu  # steps per CPU second: the CPU backend's
+    share = CpuShare()
 
-        def on_event(event: Event) -> None:
-            if isinstance(event, Phase) and event.phase == "measuring":
-                clock.start()  # sampled through the trial's measuring window
+    def on_event(event: Event) -> None:
+        if normalise and isinstance(event, Phase) and event.phase == "measuring":
+            share.start()  # read through the trial's measuring window
 
-        for i, (rep, n) in enumerate(schedule, start=1):
-            if on_trial_start:
-                on_trial_start(i, len(schedule), rep, n)
-            request = TrialRequest(plan.profile, n, budget_bytes=plan.budget_bytes,
-                                   timeout_s=plan.timeout_s, compile_cache_dir=None)
-            try:
-                result = run_trial(request, on_event, nvml=nvml,
-                                   overhead_bytes=facts.overhead_bytes if facts else None,
-                                   runtime_total_bytes=facts.runtime_total_bytes
-                                   if facts else None)
-            finally:
-                reference = clock.stop()
-            results.append(result)
-            references.append(reference)
-            if on_trial:
-                on_trial(i, len(schedule), rep, result)
-        if plan.normalise and clock.error:
-            notes.append(f"steps/s not normalised: {clock.error}")
+    for i, (rep, n) in enumerate(schedule, start=1):
+        if on_trial_start:
+            on_trial_start(i, len(schedule), rep, n)
+        request = TrialRequest(plan.profile, n, budget_bytes=plan.budget_bytes,
+                               timeout_s=plan.timeout_s, compile_cache_dir=None)
+        try:
+            result = run_trial(request, on_event, nvml=nvml,
+                               overhead_bytes=facts.overhead_bytes if facts else None,
+                               runtime_total_bytes=facts.runtime_total_bytes if facts else None)
+        finally:
+            reference = share.stop()
+        results.append(result)
+        references.append(reference)
+        if on_trial:
+            on_trial(i, len(schedule), rep, result)
     key = key_from_results(results, machine.cpu_model()) or here
     old = plan.old
     if old is not None and not old.machine.matches(key) and not plan.force:
         _refuse_other_machine(plan.baseline_path, old, key, plan.save)
     candidate = snapshot_from_results(results, key, profile_dict=plan.profile.to_dict(),
-                                      references=references if plan.normalise else None,
+                                      references=references if normalise else None,
                                       xla=_versioned(figures, results),
                                       xla_errors=xla_errors, cap_bytes=plan.budget_bytes,
-                                      reference=REFERENCE if plan.normalise else None)
+                                      reference=REFERENCE if normalise else None)
     if plan.save:
         comparable = old if (old is not None and old.machine.matches(key)
                              and old.profile_hash == candidate.profile_hash) else None

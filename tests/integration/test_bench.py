@@ -162,10 +162,10 @@ def test_foreign_or_damaged_figures_are_one_line_exit_2(baseline, tmp_path):
     _one_line_exit_2(run_cli("bench", "--sizes", "64", "--baseline", str(damaged), timeout=60),
                      "temp_bytes")
     data = json.loads(baseline.read_text())
-    data["sizes"][0]["samples"][0]["reference_per_s"] = -1
+    data["sizes"][0]["samples"][0]["cpu_s_per_s"] = -1
     damaged.write_text(json.dumps(data))
     _one_line_exit_2(run_cli("bench", "--sizes", "64", "--baseline", str(damaged), timeout=60),
-                     "reference_per_s")
+                     "cpu_s_per_s")
 
 
 def test_saved_baseline_has_the_deterministic_and_normalised_figures(baseline):
@@ -175,7 +175,7 @@ def test_saved_baseline_has_the_deterministic_and_normalised_figures(baseline):
     xla = size["xla"]
     assert xla["temp_bytes"] > 0 and xla["argument_bytes"] > 0 and xla["flops"] > 0
     assert xla["versions"]["jaxlib"] == data["versions"]["jaxlib"]
-    assert all(s["reference_per_s"] > 0 for s in size["samples"])
+    assert all(s["cpu_s_per_s"] > 0 for s in size["samples"])
 
 
 def test_baseline_from_an_older_vramtune_gates_with_a_note(baseline, tmp_path):
@@ -191,7 +191,7 @@ def test_baseline_from_an_older_vramtune_gates_with_a_note(baseline, tmp_path):
         size.pop("xla_error")
         size["versions"]["jax"] = "0.4.35"
         for sample in size["samples"]:
-            sample.pop("reference_per_s")
+            sample.pop("cpu_s_per_s")
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data))
     proc = run_cli("bench", "--sizes", "64", "--repeat", "1", "--baseline", str(old), *GATE,

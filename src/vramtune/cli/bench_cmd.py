@@ -66,8 +66,8 @@ def bench_command(
         help="Measured peak memory increase that counts as a regression (host peaks jitter "
              "2-4% between identical runs).")] = "5%",
     max_speed_drop: Annotated[str, typer.Option(
-        help="steps/s drop that counts as a regression, normalised by a reference "
-             "computation timed between the trials (raw against an older baseline).")]
+        help="steps/s drop that counts as a regression, per CPU second of the trial's "
+             "process on CPU (raw on a GPU, or against an older baseline).")]
     = f"{DEFAULT_MAX_SPEED_DROP:.0%}",
     gpu_mem: Annotated[str | None, typer.Option(
         "--gpu-mem", help="Run the trials under this budget (GPU memory; the data segment on "
@@ -78,7 +78,7 @@ def bench_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Run repeated trials and compare them with a stored baseline, in three tiers: XLA's
-    compile-time figures, measured peak memory, and steps/s normalised by a reference.
+    compile-time figures, measured peak memory, and steps per CPU second.
 
     Exit 0: no regression. 1: a regression (or a trial failed where the baseline's was ok).
     2: usage error (bad flag, missing or damaged baseline, baseline from another machine).

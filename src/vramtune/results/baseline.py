@@ -19,7 +19,7 @@ from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, is_int
 
 BASELINE_KIND = "vramtune-bench-baseline"
 BASELINE_SCHEMA = 2
-OLDER_SCHEMAS = (1,)  # read, with a note: no XLA figures, no reference speed, no cap
+OLDER_SCHEMAS = (1,)  # read, with a note: no XLA figures, no CPU shares, no cap
 MAX_BASELINE_BYTES = 64 << 20
 
 
@@ -62,21 +62,21 @@ class Sample:
     steps_per_s: float | None
     compile_s: float | None = None
     error: str | None = None  # first line of the error, for failed trials
-    # calls/s of the reference computation around this trial (measure.reference)
-    reference_per_s: float | None = None
+    # CPU seconds the trial used per wall second of its measuring window (measure.reference)
+    cpu_s_per_s: float | None = None
 
     @classmethod
-    def of(cls, r: TrialResult, reference_per_s: float | None = None) -> Sample:
+    def of(cls, r: TrialResult, cpu_s_per_s: float | None = None) -> Sample:
         error = (r.error_message or "").strip().splitlines()[:1]
         return cls(str(r.status), r.peak_bytes, r.steps_per_s, r.compile_s,
-                   error[0][:200] if error else None, reference_per_s)
+                   error[0][:200] if error else None, cpu_s_per_s)
 
     @property
     def normalised(self) -> float | None:
-        """steps/s per reference call/s: the trial's speed with the runner's divided out."""
-        if self.steps_per_s is None or not self.reference_per_s:
+        """Steps per CPU second: the trial's speed with its share of the machine divided out."""
+        if self.steps_per_s is None or not self.cpu_s_per_s:
             return None
-        return self.steps_per_s / self.reference_per_s
+        return self.steps_per_s / self.cpu_s_per_s
 
     @property
     def ok(self) -> bool:
@@ -136,14 +136,14 @@ class SizeRecord:
         return [s.steps_per_s for s in self.samples if s.ok and s.steps_per_s is not None]
 
     def normalised_rates(self) -> list[float]:
-        """steps/s over reference calls/s per ok trial; [] unless every ok trial has one."""
+        """Steps per CPU second of every ok trial; [] unless every ok trial has one."""
         ok = [s for s in self.samples if s.ok and s.steps_per_s is not None]
         values = [s.normalised for s in ok]
         return [v for v in values if v is not None] if all(v is not None for v in values) else []
 
-    def references_per_s(self) -> list[float]:
-        return [s.reference_per_s for s in self.samples
-                if s.ok and s.reference_per_s is not None]
+    def cpu_shares(self) -> list[float]:
+        return [s.cpu_s_per_s for s in self.samples
+                if s.ok and s.cpu_s_per_s is not None]
 
     @property
     def failures(self) -> list[Sample]:
@@ -172,7 +172,7 @@ class Snapshot:
     created: str | None = None
     updated: str | None = None
     cap_bytes: int | None = None  # the --gpu-mem budget the trials ran under; None: uncapped
-    reference: str | None = None  # which reference computation normalised steps/s
+    reference: str | None = None  # what normalised steps/s (measure.reference.REFERENCE)
     older_format: int | None = None  # the schema version of an older file this was read from
 
     def size(self, num_envs: int) -> SizeRecord | None:
@@ -196,11 +196,11 @@ def snapshot_from_results(results: Sequence[TrialResult], machine: MachineKey, *
                           cap_bytes: int | None = None,
                           reference: str | None = None) -> Snapshot:
     """Group trial records by num_envs (in the order the sizes were first run).
-    ``references``: the reference speed around each trial, in the order of ``results``."""
+    ``references``: each trial's CPU share (CPU s per s), in the order of ``results``."""
     if not results:
         raise ValueError("no trials to make a snapshot of")
     if references is not None and len(references) != len(results):
-        raise ValueError("one reference speed per trial")
+        raise ValueError("one CPU share per trial")
     refs = list(references) if references is not None else [None] * len(results)
     order: list[int] = []
     by_size: dict[int, list[tuple[TrialResult, float | None]]] = {}
@@ -239,7 +239,7 @@ def merge_for_save(old: Snapshot | None, new: Snapshot) -> tuple[Snapshot, str |
         return new, "replaced a baseline measured under another --gpu-mem budget"
     if old.older_format is not None:
         return new, (f"replaced a baseline in an older format (schema {old.older_format}): "
-                     f"its sizes had no XLA figures or reference speeds")
+                     f"its sizes had no XLA figures or CPU shares")
     measured = {s.num_envs for s in new.sizes}
     kept = [s for s in old.sizes if s.num_envs not in measured]
     sizes = tuple(sorted([*kept, *new.sizes], key=lambda s: s.num_envs))
@@ -250,13 +250,13 @@ def merge_for_save(old: Snapshot | None, new: Snapshot) -> tuple[Snapshot, str |
 
 def _sample(data: Any, where: str, prefix: str) -> Sample:
     f = Fields(data, where, prefix, what=prefix.rstrip("."))
-    f.only(("status", "peak_bytes", "steps_per_s", "compile_s", "error", "reference_per_s"))
+    f.only(("status", "peak_bytes", "steps_per_s", "compile_s", "error", "cpu_s_per_s"))
     return Sample(status=f.choice("status", [s.value for s in Status]),
                   peak_bytes=f.int("peak_bytes", None, lo=0, hi=MAX_BYTES, none=True),
                   steps_per_s=f.number("steps_per_s", None, lo=0, none=True),
                   compile_s=f.number("compile_s", None, lo=0, none=True),
                   error=f.text("error", None, none=True, max_len=1000),
-                  reference_per_s=f.number("reference_per_s", None, lo=0, none=True))
+                  cpu_s_per_s=f.number("cpu_s_per_s", None, lo=0, none=True))
 
 
 def _xla(data: Any, where: str, prefix: str) -> XlaFigures | None:

@@ -9,9 +9,9 @@ in three tiers.
 - measured: peak memory by repeats, a change past its threshold AND distinguishable repeats
   (asv's rule: a ratio alone would fail CI on every noisy runner, distinguishability alone on
   every 1% drift).
-- normalised: steps/s divided by a reference computation's speed measured between the trials
-  (``measure.reference``), by the same rule: the runner's speed and its neighbours divide out.
-  A baseline without reference speeds falls back to raw steps/s.
+- normalised: steps per CPU second (steps/s over the CPU seconds per second the trial's
+  process used while it measured, ``measure.reference``), by the same rule: a busy runner's
+  neighbours divide out. A baseline without CPU shares falls back to raw steps/s.
 Direction matters: more memory, flops or bytes are worse, more steps/s is better.
 
 The baseline is keyed by machine (CPU model or GPU name, device count, backend): figures
@@ -39,8 +39,8 @@ DEFAULT_MAX_XLA_INCREASE = 0.01
 class Tier(StrEnum):
     DETERMINISTIC = "deterministic"  # XLA's compile-time figures
     MEASURED = "measured"  # peak memory by repeats
-    NORMALISED = "normalised"  # steps/s over the reference speed
-    RAW = "raw"  # steps/s as measured (a baseline without reference speeds)
+    NORMALISED = "normalised"  # steps per CPU second of the trial
+    RAW = "raw"  # steps/s as measured (a baseline without CPU shares, or a GPU)
     STATUS = "status"  # trials that failed (oom under the cap, crash, ...)
 
 
@@ -239,7 +239,7 @@ def compare_xla(n: int, base: XlaFigures | None, cand: XlaFigures | None, thresh
 def compare_size(base: SizeRecord | None, cand: SizeRecord, thresholds: Thresholds, *,
                  normalise: bool = True, cap_bytes: int | None = None) -> list[MetricRow]:
     """Rows for one num_envs: a status row when trials failed, then the XLA figures, peak
-    memory and steps/s (normalised when both sides have reference speeds and ``normalise``).
+    memory and steps/s (normalised when both sides have CPU shares and ``normalise``).
     """
     rows: list[MetricRow] = []
     n = cand.num_envs
@@ -310,13 +310,13 @@ def _ratio(b: Sequence[float], c: Sequence[float]) -> float | None:
 
 
 def _speed_detail(base: SizeRecord, cand: SizeRecord, normalised: bool) -> str:
-    """What the normalised figure divided out: the raw and the reference changes."""
+    """What the normalised figure divided out: the raw and the CPU share changes."""
     raw = _ratio(base.rates_per_s(), cand.rates_per_s())
     if not normalised:
         return ""
-    ref = _ratio(base.references_per_s(), cand.references_per_s())
+    ref = _ratio(base.cpu_shares(), cand.cpu_shares())
     parts = [f"raw {raw:+.0%}" if raw is not None else "",
-             f"reference {ref:+.0%}" if ref is not None else ""]
+             f"CPU share {ref:+.0%}" if ref is not None else ""]
     return ", ".join(p for p in parts if p)
 
 
@@ -375,15 +375,14 @@ def differences(baseline: Snapshot, candidate: Snapshot) -> list[str]:
         notes.append("one side compiled with a warm cache: CPU peak memory is not comparable")
     if baseline.older_format is not None:
         notes.append(f"the baseline is in an older format (schema {baseline.older_format}): "
-                     f"it has no XLA figures and no reference speeds, so only peak memory and "
+                     f"it has no XLA figures and no CPU shares, so only peak memory and "
                      f"raw steps/s are gated; refresh it with --save")
     if baseline.cap_bytes != candidate.cap_bytes:
         notes.append(f"the baseline ran under {_budget(baseline.cap_bytes)}, this run under "
                      f"{_budget(candidate.cap_bytes)}: failures under a cap are not comparable")
     if (baseline.reference and candidate.reference
             and baseline.reference != candidate.reference):
-        notes.append("the baseline's reference computation differs from this vramtune's: "
-                     "steps/s compared raw")
+        notes.append("the baseline normalised steps/s another way: steps/s compared raw")
     return notes
 
 

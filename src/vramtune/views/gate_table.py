@@ -99,8 +99,8 @@ def bench_markdown(report: BenchReport, *, title: str | None = None) -> str:
     t = report.thresholds
     lines += ["", f"Thresholds: XLA figures +{t.max_xla_increase:.1%} (deterministic: "
                   f"compared exactly, no repeats), peak memory +{t.max_mem_increase:.0%}, "
-                  f"steps/s -{t.max_speed_drop:.0%} (normalised by a reference computation "
-                  f"sampled during each trial, where both sides have one). A measured change "
+                  f"steps/s -{t.max_speed_drop:.0%} (per CPU second of the trial's process while "
+                  f"it measured, where both sides have it). A measured change "
                   f"counts only past its threshold and with "
                   f"distinguishable repeats (non-overlapping ranges; one-sided Mann-Whitney U, "
                   f"p < {RANK_TEST_ALPHA:g}, from {RANK_TEST_MIN_REPEATS} repeats a side). "

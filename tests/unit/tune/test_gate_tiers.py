@@ -92,7 +92,7 @@ def test_a_slower_runner_divides_out():
     speed = next(r for r in report.rows if r.metric == "steps/s")
     assert speed.label == "steps/s (normalised)" and speed.tier == Tier.NORMALISED
     assert speed.verdict is Verdict.SAME and report.passed
-    assert "raw -43%" in speed.detail and "reference -43%" in speed.detail
+    assert "raw -43%" in speed.detail and "CPU share -43%" in speed.detail
 
 
 def test_slower_code_on_the_same_runner_is_caught_by_the_normalised_tier():
@@ -141,7 +141,7 @@ def test_round_trip_keeps_figures_references_and_budget(tmp_path):
     assert load_baseline(path) == s
     data = json.loads(path.read_text())
     assert data["schema_version"] == 2 and data["sizes"][0]["xla"]["temp_bytes"] == 60 * MiB
-    assert data["sizes"][0]["samples"][0]["reference_per_s"] == 100.0
+    assert data["sizes"][0]["samples"][0]["cpu_s_per_s"] == 100.0
 
 
 def test_an_older_baseline_loads_with_a_note_and_gates_what_it_has(tmp_path):
