@@ -8,6 +8,21 @@ step (benchmarks/gate_envs/slow_fast.py: training ~10-15% slower, memory unchang
 normalised tier's). Every run's figures go to a JSON file; a summary is printed.
 
     python benchmarks/bench_gate.py --runs 10 --detect 3 --out /tmp/gate
+
+Measured 2026-11-25 on this shared 2-core AMD EPYC (load average 7-11 from other sessions),
+jax/jaxlib 0.9.2, brax 0.14.2, `quick` at 64 envs, 2 repeats, small N (not the 10 runs the
+target asks for):
+- XLA figures: identical across processes (same profile twice, to the byte and flop), 0.00%
+  in all 6 false-alarm runs. generated_code_bytes reads 0 on CPU.
+- wide (272-wide layers): XLA argument bytes +12.8% (caught, deterministic, 2/2 runs);
+  measured peak +3.0% / -1.5% (within the 5% threshold: not caught by the measured tier).
+- slow env: XLA bytes accessed +1.65% (caught, deterministic, 2/2); the normalised tier
+  read +30% and +124% (noise, not caught by it).
+- false alarms, normalised tier at 10%: with a separate reference computation 1/4 (-22.6%
+  beside a busy loop; others +29.7%, +1.3%, -9.4%); with steps per CPU second 1/2 (-13.9%
+  beside a busy loop; -9.8% idle). Raw steps/s of one size moved 2.2x between two trials
+  (10,345 vs 23,192), steps per CPU second 1.22x (24,028 vs 29,410).
+- gate wall for 2 trials: 120-315 s, of which the XLA compile of one size ~25-50 s.
 """
 
 from __future__ import annotations
