@@ -87,6 +87,8 @@ def test_larger_network_is_caught_as_a_memory_regression(baseline, tmp_path):
     memory = next(r for r in report["rows"] if r["metric"] == "memory")
     assert memory["verdict"] == "worse", memory
     assert memory["change"] > 0.15  # measured: ~+30% peak RSS at 64 envs
+    xla = next(r for r in report["rows"] if r["metric"] == "xla")
+    assert xla["verdict"] == "worse" and xla["tier"] == "deterministic", xla
     assert min(memory["candidate_values"]) > max(memory["baseline_values"])
     assert any("profile differs" in n for n in report["notes"])
     markdown = summary.read_text()
@@ -144,3 +146,78 @@ def test_damaged_baseline_exits_2(tmp_path):
     path.write_text("{")
     proc = run_cli("bench", "--baseline", str(path), timeout=60)
     assert proc.returncode == 2 and "not valid JSON" in proc.stderr
+
+
+def _one_line_exit_2(proc, message: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_foreign_or_damaged_figures_are_one_line_exit_2(baseline, tmp_path):
+    foreign = tmp_path / "sweep.json"
+    foreign.write_text(json.dumps({"kind": "vramtune-sweep", "trials": []}))
+    _one_line_exit_2(run_cli("bench", "--sizes", "64", "--baseline", str(foreign), timeout=60),
+                     "not a vramtune bench baseline")
+    data = json.loads(baseline.read_text())
+    data["sizes"][0]["xla"]["temp_bytes"] = "lots"
+    damaged = tmp_path / "damaged.json"
+    damaged.write_text(json.dumps(data))
+    _one_line_exit_2(run_cli("bench", "--sizes", "64", "--baseline", str(damaged), timeout=60),
+                     "temp_bytes")
+    data = json.loads(baseline.read_text())
+    data["sizes"][0]["samples"][0]["cpu_s_per_s"] = -1
+    damaged.write_text(json.dumps(data))
+    _one_line_exit_2(run_cli("bench", "--sizes", "64", "--baseline", str(damaged), timeout=60),
+                     "cpu_s_per_s")
+
+
+def test_saved_baseline_has_the_deterministic_and_normalised_figures(baseline):
+    data = json.loads(baseline.read_text())
+    assert data["schema_version"] == 2 and data["reference"] and data["cap_bytes"] is None
+    [size] = data["sizes"]
+    xla = size["xla"]
+    assert xla["temp_bytes"] > 0 and xla["argument_bytes"] > 0 and xla["flops"] > 0
+    assert xla["versions"]["jaxlib"] == data["versions"]["jaxlib"]
+    assert all(s["cpu_s_per_s"] > 0 for s in size["samples"])
+
+
+def test_baseline_from_an_older_vramtune_gates_with_a_note(baseline, tmp_path):
+    """A schema-1 file (no XLA figures, no reference speeds) from older versions: it loads,
+    the report says what it lacks, and only the figures it has are compared."""
+    data = json.loads(baseline.read_text())
+    data["schema_version"] = 1
+    for key in ("cap_bytes", "reference"):
+        data.pop(key)
+    data["versions"]["jax"] = data["versions"]["jaxlib"] = "0.4.35"
+    for size in data["sizes"]:
+        size.pop("xla")
+        size.pop("xla_error")
+        size["versions"]["jax"] = "0.4.35"
+        for sample in size["samples"]:
+            sample.pop("cpu_s_per_s")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    proc = run_cli("bench", "--sizes", "64", "--repeat", "1", "--baseline", str(old), *GATE,
+                   "--json")
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads(proc.stdout)
+    assert any("older format (schema 1)" in n for n in report["notes"])
+    assert any("jax 0.4.35 -> " in n for n in report["notes"])
+    labels = {r["label"]: r for r in report["rows"]}
+    assert labels["XLA total bytes"]["verdict"] == "n/a"
+    assert labels["steps/s"]["tier"] == "raw"
+    assert labels["peak host RAM"]["verdict"] in ("same", "noisy", "better")
+
+
+def test_running_out_of_memory_under_the_budget_is_a_regression(baseline):
+    """--gpu-mem on CPU caps the trials' data segment: 64 envs fit in the baseline, not in
+    600 MB (quick's peak is ~850 MB here)."""
+    proc = run_cli("bench", "--sizes", "64", "--repeat", "1", "--baseline", str(baseline),
+                   "--gpu-mem", "600MB", *GATE, "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    status = next(r for r in report["rows"] if r["metric"] == "status")
+    assert status["verdict"] == "failed" and status["tier"] == "status"
+    assert any("no budget" in n for n in report["notes"])

@@ -63,6 +63,10 @@ class SizeFootprint:
     alias_bytes: int
     temp_bytes: int
     compile_s: float
+    # XLA's other compile-time figures: None in files written before they were kept
+    generated_code_bytes: int | None = None
+    flops: float | None = None
+    bytes_accessed: float | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -145,7 +149,10 @@ class Footprint:
                 s.int("num_minibatches", lo=1, hi=MAX_NUM_MINIBATCHES),
                 *(s.int(k, lo=0, hi=MAX_BYTES) for k in ("argument_bytes", "output_bytes",
                                                          "alias_bytes", "temp_bytes")),
-                float(s.number("compile_s", lo=0, hi=1e6))))
+                float(s.number("compile_s", lo=0, hi=1e6)),
+                s.int("generated_code_bytes", None, lo=0, hi=MAX_BYTES, none=True),
+                s.number("flops", None, lo=0, none=True),
+                s.number("bytes_accessed", None, lo=0, none=True)))
         return cls(f.choice("backend", ("cpu", "gpu", "tpu"), none=True),
                    f.int("device_count", lo=1, hi=4096, none=True), tuple(sizes),
                    f.number("wall_s", lo=0, hi=1e7, none=True),
@@ -183,15 +190,18 @@ class FootprintProbe:
 
     def __init__(self, cap: Cap, profile_dict: dict[str, Any], sizes: list[Triple],
                  *, device_count: int = 1, import_path: str | None = None,
-                 timeout_s: float = 300.0, profile_hash: str | None = None) -> None:
+                 timeout_s: float = 300.0, profile_hash: str | None = None,
+                 every_size: bool = False) -> None:
         """``sizes``: the start, then far sizes largest first: the first far size that fits
-        the cap is compiled, the rest are fallbacks."""
+        the cap is compiled, the rest are fallbacks. ``every_size``: compile each one (the
+        bench gate's deterministic figures), failing on the first that does not compile."""
         self.cap, self.timeout_s = cap, timeout_s
         self.device_count = device_count
         self.requested = tuple(tuple(s) for s in sizes)
         self.profile_hash = profile_hash
         self._spec = {"profile": profile_dict, "sizes": [list(s) for s in sizes],
-                      "import_path": import_path, "rlimit_data_bytes": cap.rlimit_data_bytes}
+                      "import_path": import_path, "rlimit_data_bytes": cap.rlimit_data_bytes,
+                      "every_size": every_size}
         self._done = threading.Event()
         self._result: Footprint | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -286,9 +296,22 @@ class FootprintProbe:
 class _Compiled(Exception):
     """Raised in place of the first training epoch: its memory is read, nothing trains."""
 
-    def __init__(self, analysis: Any, compile_s: float) -> None:
+    def __init__(self, analysis: Any, cost: dict[str, float], compile_s: float) -> None:
         super().__init__("compiled")
-        self.analysis, self.compile_s = analysis, compile_s
+        self.analysis, self.cost, self.compile_s = analysis, cost, compile_s
+
+
+def cost_figures(compiled: Any) -> dict[str, float]:
+    """``Compiled.cost_analysis()`` as one flat dict: jaxlib returns a dict (a list of one
+    per device in older releases); {} where the backend has no cost model."""
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # noqa: BLE001 - no cost model on this backend: the figures are n/a
+        return {}
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else {}
+    return {str(k): float(v) for k, v in (cost or {}).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _intercept(jax: Any) -> None:
@@ -306,7 +329,8 @@ def _intercept(jax: Any) -> None:
             def first_call(*call_args: Any, **call_kwargs: Any) -> Any:
                 t = time.perf_counter()
                 compiled = staged.lower(*call_args, **call_kwargs).compile()
-                raise _Compiled(compiled.memory_analysis(), time.perf_counter() - t)
+                raise _Compiled(compiled.memory_analysis(), cost_figures(compiled),
+                                time.perf_counter() - t)
             return first_call
 
         setattr(jax, name, wrapped)
@@ -332,9 +356,15 @@ def _one_size(ppo: Any, profile: Any, num_envs: int, batch_size: int, num_miniba
         return SizeFootprint(num_envs, batch_size, num_minibatches,
                              int(a.argument_size_in_bytes), int(a.output_size_in_bytes),
                              int(a.alias_size_in_bytes), int(a.temp_size_in_bytes),
-                             done.compile_s)
+                             done.compile_s, _int_or_none(a, "generated_code_size_in_bytes"),
+                             done.cost.get("flops"), done.cost.get("bytes accessed"))
     raise RuntimeError(f"ppo.train never called a function named {EPOCH_FUNCTION!r}: this "
                        f"brax version trains differently, so there is no footprint")
+
+
+def _int_or_none(analysis: Any, name: str) -> int | None:
+    value = getattr(analysis, name, None)
+    return int(value) if isinstance(value, int) and value >= 0 else None
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -368,6 +398,10 @@ def main(argv: list[str]) -> int:
         _intercept(jax)
         (start, *far) = [tuple(int(v) for v in t) for t in spec["sizes"]]
         report["sizes"].append(asdict(_one_size(ppo, profile, *start)))
+        if spec.get("every_size"):  # the bench gate: each size asked for, no fallback
+            for size in far:
+                report["sizes"].append(asdict(_one_size(ppo, profile, *size)))
+            far = []
         for i, size in enumerate(far):
             try:
                 report["sizes"].append(asdict(_one_size(ppo, profile, *size)))

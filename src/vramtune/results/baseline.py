@@ -7,7 +7,7 @@ from another machine are not comparable, so the CLI refuses them unless forced.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,8 @@ from vramtune.results.files import write_atomic
 from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, is_int
 
 BASELINE_KIND = "vramtune-bench-baseline"
-BASELINE_SCHEMA = 1
+BASELINE_SCHEMA = 2
+OLDER_SCHEMAS = (1,)  # read, with a note: no XLA figures, no CPU shares, no cap
 MAX_BASELINE_BYTES = 64 << 20
 
 
@@ -61,16 +62,57 @@ class Sample:
     steps_per_s: float | None
     compile_s: float | None = None
     error: str | None = None  # first line of the error, for failed trials
+    # CPU seconds the trial used per wall second of its measuring window (measure.reference)
+    cpu_s_per_s: float | None = None
 
     @classmethod
-    def of(cls, r: TrialResult) -> Sample:
+    def of(cls, r: TrialResult, cpu_s_per_s: float | None = None) -> Sample:
         error = (r.error_message or "").strip().splitlines()[:1]
         return cls(str(r.status), r.peak_bytes, r.steps_per_s, r.compile_s,
-                   error[0][:200] if error else None)
+                   error[0][:200] if error else None, cpu_s_per_s)
+
+    @property
+    def normalised(self) -> float | None:
+        """Steps per CPU second: the trial's speed with its share of the machine divided out."""
+        if self.steps_per_s is None or not self.cpu_s_per_s:
+            return None
+        return self.steps_per_s / self.cpu_s_per_s
 
     @property
     def ok(self) -> bool:
         return self.status == Status.OK
+
+
+XLA_FIGURES = ("argument_bytes", "output_bytes", "alias_bytes", "temp_bytes",
+               "generated_code_bytes", "flops", "bytes_accessed")
+
+
+@dataclass(frozen=True)
+class XlaFigures:
+    """XLA's compile-time figures of one size's training epoch: ``memory_analysis()`` and
+    ``cost_analysis()`` of brax's ``training_epoch`` as compiled for this backend. The same
+    for every run of one profile under one set of versions; ``versions`` are those."""
+
+    argument_bytes: int
+    output_bytes: int
+    alias_bytes: int
+    temp_bytes: int
+    generated_code_bytes: int | None  # 0 on CPU (jaxlib 0.9.2 does not count it there)
+    flops: float | None
+    bytes_accessed: float | None
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total_bytes(self) -> int:
+        """Arguments + outputs not donated into them + temporaries: what the epoch holds."""
+        return self.argument_bytes + self.output_bytes - self.alias_bytes + self.temp_bytes
+
+    def figures(self) -> dict[str, float | None]:
+        return {"total_bytes": self.total_bytes,
+                **{k: getattr(self, k) for k in XLA_FIGURES}}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**{k: getattr(self, k) for k in XLA_FIGURES}, "versions": dict(self.versions)}
 
 
 @dataclass(frozen=True)
@@ -84,12 +126,24 @@ class SizeRecord:
     num_minibatches: int | None = None
     versions: dict[str, str] = field(default_factory=dict)
     measured: str | None = None
+    xla: XlaFigures | None = None  # None: not compiled (older baseline, or the probe failed)
+    xla_error: str | None = None  # why there are no XLA figures, when the probe said
 
     def peaks_bytes(self) -> list[float]:
         return [s.peak_bytes for s in self.samples if s.ok and s.peak_bytes is not None]
 
     def rates_per_s(self) -> list[float]:
         return [s.steps_per_s for s in self.samples if s.ok and s.steps_per_s is not None]
+
+    def normalised_rates(self) -> list[float]:
+        """Steps per CPU second of every ok trial; [] unless every ok trial has one."""
+        ok = [s for s in self.samples if s.ok and s.steps_per_s is not None]
+        values = [s.normalised for s in ok]
+        return [v for v in values if v is not None] if all(v is not None for v in values) else []
+
+    def cpu_shares(self) -> list[float]:
+        return [s.cpu_s_per_s for s in self.samples
+                if s.ok and s.cpu_s_per_s is not None]
 
     @property
     def failures(self) -> list[Sample]:
@@ -99,6 +153,8 @@ class SizeRecord:
         return {"num_envs": self.num_envs, "memory_label": self.memory_label,
                 "batch_size": self.batch_size, "num_minibatches": self.num_minibatches,
                 "versions": dict(self.versions), "measured": self.measured,
+                "xla": None if self.xla is None else self.xla.to_dict(),
+                "xla_error": self.xla_error,
                 "samples": [s.__dict__ for s in self.samples]}
 
 
@@ -115,6 +171,9 @@ class Snapshot:
     compile_cache: bool = False  # trials compiled cold: a warm cache lowers CPU peak RSS ~20%
     created: str | None = None
     updated: str | None = None
+    cap_bytes: int | None = None  # the --gpu-mem budget the trials ran under; None: uncapped
+    reference: str | None = None  # what normalised steps/s (measure.reference.REFERENCE)
+    older_format: int | None = None  # the schema version of an older file this was read from
 
     def size(self, num_envs: int) -> SizeRecord | None:
         return next((s for s in self.sizes if s.num_envs == num_envs), None)
@@ -124,31 +183,44 @@ class Snapshot:
                 "machine": self.machine.to_dict(), "profile_name": self.profile_name,
                 "profile_hash": self.profile_hash, "versions": dict(self.versions),
                 "compile_cache": self.compile_cache, "created": self.created,
-                "updated": self.updated, "sizes": [s.to_dict() for s in self.sizes],
+                "updated": self.updated, "cap_bytes": self.cap_bytes,
+                "reference": self.reference, "sizes": [s.to_dict() for s in self.sizes],
                 "profile": self.profile}
 
 
 def snapshot_from_results(results: Sequence[TrialResult], machine: MachineKey, *,
-                          profile_dict: dict[str, Any], compile_cache: bool = False) -> Snapshot:
-    """Group trial records by num_envs (in the order the sizes were first run)."""
+                          profile_dict: dict[str, Any], compile_cache: bool = False,
+                          references: Sequence[float | None] | None = None,
+                          xla: Mapping[int, XlaFigures] | None = None,
+                          xla_errors: Mapping[int, str] | None = None,
+                          cap_bytes: int | None = None,
+                          reference: str | None = None) -> Snapshot:
+    """Group trial records by num_envs (in the order the sizes were first run).
+    ``references``: each trial's CPU share (CPU s per s), in the order of ``results``."""
     if not results:
         raise ValueError("no trials to make a snapshot of")
+    if references is not None and len(references) != len(results):
+        raise ValueError("one CPU share per trial")
+    refs = list(references) if references is not None else [None] * len(results)
     order: list[int] = []
-    by_size: dict[int, list[TrialResult]] = {}
-    for r in results:
+    by_size: dict[int, list[tuple[TrialResult, float | None]]] = {}
+    for r, ref in zip(results, refs, strict=True):
         if r.num_envs not in by_size:
             order.append(r.num_envs)
-        by_size.setdefault(r.num_envs, []).append(r)
+        by_size.setdefault(r.num_envs, []).append((r, ref))
     sizes = []
     for n in sorted(order):
         group = by_size[n]
-        first = group[0]
-        sizes.append(SizeRecord(n, first.memory_label, tuple(Sample.of(r) for r in group),
+        first = group[0][0]
+        sizes.append(SizeRecord(n, first.memory_label,
+                                tuple(Sample.of(r, ref) for r, ref in group),
                                 first.batch_size, first.num_minibatches, dict(first.versions),
-                                group[-1].timestamp))
+                                group[-1][0].timestamp, (xla or {}).get(n),
+                                (xla_errors or {}).get(n)))
     now = utc_now()
     return Snapshot(machine, results[0].profile, results[0].profile_hash, tuple(sizes),
-                    dict(results[0].versions), profile_dict, compile_cache, now, now)
+                    dict(results[0].versions), profile_dict, compile_cache, now, now,
+                    cap_bytes, reference)
 
 
 def merge_for_save(old: Snapshot | None, new: Snapshot) -> tuple[Snapshot, str | None]:
@@ -163,6 +235,11 @@ def merge_for_save(old: Snapshot | None, new: Snapshot) -> tuple[Snapshot, str |
     if old.profile_hash != new.profile_hash:
         return new, (f"replaced a baseline of another profile ({old.profile_name} "
                      f"{old.profile_hash}): its sizes measured a different workload")
+    if old.cap_bytes != new.cap_bytes:
+        return new, "replaced a baseline measured under another --gpu-mem budget"
+    if old.older_format is not None:
+        return new, (f"replaced a baseline in an older format (schema {old.older_format}): "
+                     f"its sizes had no XLA figures or CPU shares")
     measured = {s.num_envs for s in new.sizes}
     kept = [s for s in old.sizes if s.num_envs not in measured]
     sizes = tuple(sorted([*kept, *new.sizes], key=lambda s: s.num_envs))
@@ -173,12 +250,27 @@ def merge_for_save(old: Snapshot | None, new: Snapshot) -> tuple[Snapshot, str |
 
 def _sample(data: Any, where: str, prefix: str) -> Sample:
     f = Fields(data, where, prefix, what=prefix.rstrip("."))
-    f.only(("status", "peak_bytes", "steps_per_s", "compile_s", "error"))
+    f.only(("status", "peak_bytes", "steps_per_s", "compile_s", "error", "cpu_s_per_s"))
     return Sample(status=f.choice("status", [s.value for s in Status]),
                   peak_bytes=f.int("peak_bytes", None, lo=0, hi=MAX_BYTES, none=True),
                   steps_per_s=f.number("steps_per_s", None, lo=0, none=True),
                   compile_s=f.number("compile_s", None, lo=0, none=True),
-                  error=f.text("error", None, none=True, max_len=1000))
+                  error=f.text("error", None, none=True, max_len=1000),
+                  cpu_s_per_s=f.number("cpu_s_per_s", None, lo=0, none=True))
+
+
+def _xla(data: Any, where: str, prefix: str) -> XlaFigures | None:
+    if data is None:
+        return None
+    f = Fields(data, where, prefix, what=prefix.rstrip("."))
+    f.only((*XLA_FIGURES, "versions"))
+    return XlaFigures(
+        *(f.int(k, lo=0, hi=MAX_BYTES) for k in ("argument_bytes", "output_bytes",
+                                                 "alias_bytes", "temp_bytes")),
+        generated_code_bytes=f.int("generated_code_bytes", None, lo=0, hi=MAX_BYTES, none=True),
+        flops=f.number("flops", None, lo=0, none=True),
+        bytes_accessed=f.number("bytes_accessed", None, lo=0, none=True),
+        versions=f.text_map("versions", {}) if data.get("versions") is not None else {})
 
 
 def _items(f: Fields, key: str, limit: int) -> list[Any]:
@@ -199,7 +291,9 @@ def _size(data: Any, where: str, prefix: str) -> SizeRecord:
                       for i, s in enumerate(samples)),
         batch_size=f.int("batch_size", None, lo=1, none=True),
         num_minibatches=f.int("num_minibatches", None, lo=1, none=True),
-        versions=versions, measured=f.text("measured", None, none=True, max_len=100))
+        versions=versions, measured=f.text("measured", None, none=True, max_len=100),
+        xla=_xla(data.get("xla"), where, f"{prefix}xla."),
+        xla_error=f.text("xla_error", None, none=True, max_len=1000))
 
 
 def snapshot_from_data(data: Any, where: str) -> Snapshot:
@@ -208,9 +302,10 @@ def snapshot_from_data(data: Any, where: str) -> Snapshot:
         raise UserError(f"{where} is not a vramtune bench baseline (no \"kind\": "
                         f"\"{BASELINE_KIND}\")")
     version = data.get("schema_version")
-    if not is_int(version) or version != BASELINE_SCHEMA:
+    if not is_int(version) or (version != BASELINE_SCHEMA and version not in OLDER_SCHEMAS):
+        readable = ", ".join(str(v) for v in (*OLDER_SCHEMAS, BASELINE_SCHEMA))
         raise UserError(f"{where}: baseline schema version {version!r}, this vramtune reads "
-                        f"version {BASELINE_SCHEMA} (the integer); re-create it with --save")
+                        f"versions {readable} (integers); re-create it with --save")
     f = Fields(data, where)
     m = f.sub("machine")
     machine = MachineKey(m.text("backend", max_len=50), m.text("device", max_len=200),
@@ -229,7 +324,10 @@ def snapshot_from_data(data: Any, where: str) -> Snapshot:
         profile=dict(f.mapping("profile", {}, none_is_empty=True)),
         compile_cache=f.flag("compile_cache", False),
         created=f.text("created", None, none=True, max_len=100),
-        updated=f.text("updated", None, none=True, max_len=100))
+        updated=f.text("updated", None, none=True, max_len=100),
+        cap_bytes=f.int("cap_bytes", None, lo=1, hi=MAX_BYTES, none=True),
+        reference=f.text("reference", None, none=True, max_len=200),
+        older_format=None if version == BASELINE_SCHEMA else version)
 
 
 def load_baseline(path: str | Path) -> Snapshot:

@@ -1,10 +1,18 @@
-"""CI regression gate: repeated trials compared with a stored baseline, metric by metric.
+"""CI regression gate: repeated trials compared with a stored baseline, metric by metric,
+in three tiers.
 
-A change counts only when it passes its threshold AND the repeats are distinguishable (asv's
-rule): a ratio alone would fail CI on every noisy runner, distinguishability alone on every
-1% drift. Memory is nearly deterministic and takes the tight threshold; steps/s swings with
-whatever else the machine runs and takes the loose one. Direction matters: more memory is
-worse, more steps/s is better.
+- deterministic: XLA's compile-time figures of the training epoch (buffer bytes, flops, bytes
+  accessed) are identical run to run for one profile under one set of versions, so any move
+  past a tight threshold (1%) is the code's or the versions', never the runner's. A move that
+  came with a version change is still a regression (a JAX upgrade that grows temp memory is
+  what a user gates for), and the verdict names the versions that moved with it.
+- measured: peak memory by repeats, a change past its threshold AND distinguishable repeats
+  (asv's rule: a ratio alone would fail CI on every noisy runner, distinguishability alone on
+  every 1% drift).
+- normalised: steps per CPU second (steps/s over the CPU seconds per second the trial's
+  process used while it measured, ``measure.reference``), by the same rule: a busy runner's
+  neighbours divide out. A baseline without CPU shares falls back to raw steps/s.
+Direction matters: more memory, flops or bytes are worse, more steps/s is better.
 
 The baseline is keyed by machine (CPU model or GPU name, device count, backend): figures
 from another machine are not comparable, so the CLI refuses them unless forced.
@@ -18,12 +26,29 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from vramtune.results.baseline import Sample, SizeRecord, Snapshot
+from vramtune.records import Status
+from vramtune.results.baseline import Sample, SizeRecord, Snapshot, XlaFigures
 
 RANK_TEST_MIN_REPEATS = 4  # below this a one-sided Mann-Whitney U cannot reach p < 0.05
 RANK_TEST_ALPHA = 0.05
 DEFAULT_MAX_MEM_INCREASE = 0.05
 DEFAULT_MAX_SPEED_DROP = 0.10
+DEFAULT_MAX_XLA_INCREASE = 0.01
+
+
+class Tier(StrEnum):
+    DETERMINISTIC = "deterministic"  # XLA's compile-time figures
+    MEASURED = "measured"  # peak memory by repeats
+    NORMALISED = "normalised"  # steps per CPU second of the trial
+    RAW = "raw"  # steps/s as measured (a baseline without CPU shares, or a GPU)
+    STATUS = "status"  # trials that failed (oom under the cap, crash, ...)
+
+
+XLA_LABELS = {"total_bytes": "total bytes", "argument_bytes": "argument bytes",
+              "output_bytes": "output bytes", "alias_bytes": "alias bytes",
+              "temp_bytes": "temp bytes", "generated_code_bytes": "code bytes",
+              "flops": "flops", "bytes_accessed": "bytes accessed"}
+XLA_LOWER_IS_WORSE = frozenset({"alias_bytes"})  # aliased outputs reuse the inputs' memory
 
 
 # --- comparison -----------------------------------------------------------------------------
@@ -31,6 +56,7 @@ DEFAULT_MAX_SPEED_DROP = 0.10
 class Metric(StrEnum):
     MEMORY = "memory"  # higher is worse
     SPEED = "steps/s"  # higher is better
+    XLA = "xla"  # compile-time figures: higher is worse (alias bytes: lower)
 
 
 class Verdict(StrEnum):
@@ -52,6 +78,7 @@ REGRESSIONS = frozenset({Verdict.WORSE, Verdict.FAILED})
 class Thresholds:
     max_mem_increase: float = DEFAULT_MAX_MEM_INCREASE  # fraction: 0.05 = +5% peak memory
     max_speed_drop: float = DEFAULT_MAX_SPEED_DROP  # fraction: 0.10 = -10% steps/s
+    max_xla_increase: float = DEFAULT_MAX_XLA_INCREASE  # fraction of any XLA figure
 
 
 @dataclass(frozen=True)
@@ -105,6 +132,20 @@ class MetricRow:
     detail: str = ""  # the first error of a failed trial, etc.
     baseline_statuses: str = ""  # "ok 2/2" on the status row
     candidate_statuses: str = ""
+    tier: str = ""  # Tier value: which tier judged this row
+
+    @property
+    def headline(self) -> str:
+        """What a one-line verdict says of this row: "XLA temp bytes +6.2% at 256 envs"."""
+        at = f"at {self.num_envs} envs"
+        if self.metric == "status":
+            return (f"trials {self.verdict} {at} ({self.candidate_statuses}"
+                    + (f": {self.detail}" if self.detail else "") + ")")
+        change = "n/a" if self.change is None else f"{self.change:+.1%}"
+        text = f"{self.label} {change} {at}"
+        if self.p_value is not None:
+            text += f", p={self.p_value:.2g}"
+        return f"{text} ({self.tier} tier)" if self.tier else text
 
     @property
     def regression(self) -> bool:
@@ -137,18 +178,87 @@ def _status_counts(samples: Sequence[Sample]) -> str:
     return ", ".join(f"{k} {v}/{len(samples)}" for k, v in sorted(counts.items()))
 
 
-def compare_size(base: SizeRecord | None, cand: SizeRecord,
-                 thresholds: Thresholds) -> list[MetricRow]:
-    """Rows for one num_envs: a status row when trials failed, then memory and steps/s."""
+def _xla_moves(base: XlaFigures, cand: XlaFigures) -> list[tuple[str, float, float, float]]:
+    """(figure, baseline, candidate, change) of every figure that moved at all."""
+    moves = []
+    b_fig, c_fig = base.figures(), cand.figures()
+    for key in XLA_LABELS:
+        b, c = b_fig.get(key), c_fig.get(key)
+        if b is None or c is None or b == c:
+            continue
+        change = c / b - 1 if b > 0 else float("inf")
+        moves.append((key, float(b), float(c), change))
+    return moves
+
+
+def _version_changes(base: dict[str, str], cand: dict[str, str]) -> list[str]:
+    return [f"{k} {base.get(k, 'n/a')} -> {cand.get(k, 'n/a')}"
+            for k in sorted(set(base) | set(cand))
+            if base.get(k) != cand.get(k) and k != "vramtune"]
+
+
+def compare_xla(n: int, base: XlaFigures | None, cand: XlaFigures | None, threshold: float, *,
+                base_why: str | None = None, cand_why: str | None = None) -> MetricRow:
+    """The deterministic tier's row for one size. No repeats and no test: the figures are the
+    same on every run of one profile under one set of versions, so a move past the threshold
+    is the code's or the versions'. The row shows the figure that moved most the bad way (or
+    the total, when none did); the detail lists every figure that moved."""
+    def row(label: str, b: float | None, c: float | None, change: float | None,
+            verdict: Verdict, detail: str) -> MetricRow:
+        return MetricRow(n, str(Metric.XLA), label, () if b is None else (b,),
+                         () if c is None else (c,), b, c, change, threshold, None, None,
+                         verdict, detail, tier=str(Tier.DETERMINISTIC))
+
+    if cand is None:
+        return row("XLA total bytes", None if base is None else base.total_bytes, None, None,
+                   Verdict.UNMEASURED, f"not compiled: {cand_why}" if cand_why else
+                   "not compiled")
+    if base is None:
+        return row("XLA total bytes", None, cand.total_bytes, None, Verdict.UNMEASURED,
+                   f"the baseline has none ({base_why or 'an older baseline'}): refresh it "
+                   f"with --save")
+    moves = _xla_moves(base, cand)
+    bad = [(k, b, c, ch) for k, b, c, ch in moves
+           if (ch < -threshold if k in XLA_LOWER_IS_WORSE else ch > threshold)]
+    good = [(k, b, c, ch) for k, b, c, ch in moves
+            if (ch > threshold if k in XLA_LOWER_IS_WORSE else ch < -threshold)]
+    listed = ", ".join(f"{XLA_LABELS[k]} {ch:+.1%}" for k, _, _, ch in moves[:8])
+    versions = _version_changes(base.versions, cand.versions)
+    detail = listed
+    if moves and versions:
+        detail += f"; moved with the versions ({', '.join(versions)})"
+    if bad or good:
+        key, b, c, change = max(bad or good, key=lambda m: abs(m[3]))
+        return row(f"XLA {XLA_LABELS[key]}", b, c, change,
+                   Verdict.WORSE if bad else Verdict.BETTER, detail)
+    total_change = cand.total_bytes / base.total_bytes - 1 if base.total_bytes else None
+    return row("XLA total bytes", base.total_bytes, cand.total_bytes, total_change,
+               Verdict.SAME, detail)
+
+
+def compare_size(base: SizeRecord | None, cand: SizeRecord, thresholds: Thresholds, *,
+                 normalise: bool = True, cap_bytes: int | None = None) -> list[MetricRow]:
+    """Rows for one num_envs: a status row when trials failed, then the XLA figures, peak
+    memory and steps/s (normalised when both sides have CPU shares and ``normalise``).
+    """
     rows: list[MetricRow] = []
     n = cand.num_envs
     mem_label = f"peak {cand.memory_label}"
     if base is None:
-        for metric, label, values in ((Metric.MEMORY, mem_label, cand.peaks_bytes()),
-                                      (Metric.SPEED, "steps/s", cand.rates_per_s())):
+        cand_norm = cand.normalised_rates()
+        for metric, label, values, tier in (
+                *([(Metric.XLA, "XLA total bytes", [cand.xla.total_bytes], Tier.DETERMINISTIC)]
+                  if cand.xla else []),
+                (Metric.MEMORY, mem_label, cand.peaks_bytes(), Tier.MEASURED),
+                (Metric.SPEED, "steps/s", cand.rates_per_s(), Tier.RAW)):
             rows.append(MetricRow(n, str(metric), label, (), tuple(values), None,
                                   _median(values), None, None, None, None, Verdict.NEW,
-                                  _status_counts(cand.samples) if cand.failures else ""))
+                                  _status_counts(cand.samples) if cand.failures else "",
+                                  tier=str(tier)))
+        if cand_norm:
+            rows.append(MetricRow(n, str(Metric.SPEED), "steps/s (normalised)", (),
+                                  tuple(cand_norm), None, _median(cand_norm), None, None, None,
+                                  None, Verdict.NEW, tier=str(Tier.NORMALISED)))
         return rows
     base_failed, cand_failed = bool(base.failures), bool(cand.failures)
     if base_failed or cand_failed:
@@ -159,23 +269,55 @@ def compare_size(base: SizeRecord | None, cand: SizeRecord,
         else:
             verdict = Verdict.BOTH_FAILED
         errors = sorted({s.error for s in cand.failures if s.error})
+        detail = errors[0] if errors else ""
+        if verdict is Verdict.FAILED and cap_bytes is not None and any(
+                s.status == Status.OOM for s in cand.failures):
+            detail = (f"out of memory under the {cap_bytes / 2**30:.2f} GiB budget, where the "
+                      f"baseline fitted" + (f" ({detail})" if detail else ""))
         rows.append(MetricRow(n, "status", "trials", (), (), None, None, None, None, None, None,
-                              verdict, errors[0] if errors else "", _status_counts(base.samples),
-                              _status_counts(cand.samples)))
-    for metric, label, b, c, worse_up, thr in (
+                              verdict, detail, _status_counts(base.samples),
+                              _status_counts(cand.samples), tier=str(Tier.STATUS)))
+    if base.xla is not None or cand.xla is not None:  # neither: an older baseline, noted once
+        rows.append(compare_xla(n, base.xla, cand.xla, thresholds.max_xla_increase,
+                                base_why=base.xla_error, cand_why=cand.xla_error))
+    b_norm, c_norm = base.normalised_rates(), cand.normalised_rates()
+    normalised = normalise and bool(b_norm and c_norm)
+    if normalised:
+        speed = ("steps/s (normalised)", b_norm, c_norm, Tier.NORMALISED)
+    else:
+        speed = ("steps/s", base.rates_per_s(), cand.rates_per_s(), Tier.RAW)
+    for metric, label, b, c, worse_up, thr, tier in (
             (Metric.MEMORY, mem_label, base.peaks_bytes(), cand.peaks_bytes(), True,
-             thresholds.max_mem_increase),
-            (Metric.SPEED, "steps/s", base.rates_per_s(), cand.rates_per_s(), False,
-             thresholds.max_speed_drop)):
+             thresholds.max_mem_increase, Tier.MEASURED),
+            (Metric.SPEED, speed[0], speed[1], speed[2], False, thresholds.max_speed_drop,
+             speed[3])):
         verdict, change, test = judge(b, c, higher_is_worse=worse_up, threshold=thr)
         detail = ""
         if metric is Metric.MEMORY and base.memory_label != cand.memory_label:
             verdict, change, test = Verdict.UNMEASURED, None, None
             detail = f"baseline is {base.memory_label}, candidate {cand.memory_label}"
+        if metric is Metric.SPEED:
+            detail = _speed_detail(base, cand, normalised)
         rows.append(MetricRow(n, str(metric), label, tuple(b), tuple(c), _median(b), _median(c),
                               change, thr, test.method if test else None,
-                              test.p_value if test else None, verdict, detail))
+                              test.p_value if test else None, verdict, detail, tier=str(tier)))
     return rows
+
+
+def _ratio(b: Sequence[float], c: Sequence[float]) -> float | None:
+    mb, mc = _median(b), _median(c)
+    return None if not mb or mc is None else mc / mb - 1
+
+
+def _speed_detail(base: SizeRecord, cand: SizeRecord, normalised: bool) -> str:
+    """What the normalised figure divided out: the raw and the CPU share changes."""
+    raw = _ratio(base.rates_per_s(), cand.rates_per_s())
+    if not normalised:
+        return ""
+    ref = _ratio(base.cpu_shares(), cand.cpu_shares())
+    parts = [f"raw {raw:+.0%}" if raw is not None else "",
+             f"CPU share {ref:+.0%}" if ref is not None else ""]
+    return ", ".join(p for p in parts if p)
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -231,14 +373,30 @@ def differences(baseline: Snapshot, candidate: Snapshot) -> list[str]:
         notes.append("versions differ: " + ", ".join(changed))
     if baseline.compile_cache != candidate.compile_cache:
         notes.append("one side compiled with a warm cache: CPU peak memory is not comparable")
+    if baseline.older_format is not None:
+        notes.append(f"the baseline is in an older format (schema {baseline.older_format}): "
+                     f"it has no XLA figures and no CPU shares, so only peak memory and "
+                     f"raw steps/s are gated; refresh it with --save")
+    if baseline.cap_bytes != candidate.cap_bytes:
+        notes.append(f"the baseline ran under {_budget(baseline.cap_bytes)}, this run under "
+                     f"{_budget(candidate.cap_bytes)}: failures under a cap are not comparable")
+    if (baseline.reference and candidate.reference
+            and baseline.reference != candidate.reference):
+        notes.append("the baseline normalised steps/s another way: steps/s compared raw")
     return notes
 
 
+def _budget(cap_bytes: int | None) -> str:
+    return "no budget" if cap_bytes is None else f"a {cap_bytes / 2**30:.2f} GiB budget"
+
+
 def compare_snapshots(baseline: Snapshot | None, candidate: Snapshot, thresholds: Thresholds,
-            *, extra_notes: Sequence[str] = ()) -> BenchReport:
+                      *, extra_notes: Sequence[str] = ()) -> BenchReport:
     rows: list[MetricRow] = []
+    normalise = baseline is None or baseline.reference == candidate.reference
     for size in candidate.sizes:
         rows.extend(compare_size(baseline.size(size.num_envs) if baseline else None, size,
-                                 thresholds))
+                                 thresholds, normalise=normalise,
+                                 cap_bytes=candidate.cap_bytes))
     notes = differences(baseline, candidate) if baseline else []
     return BenchReport(baseline, candidate, thresholds, tuple(rows), (*notes, *extra_notes))

@@ -62,10 +62,16 @@ def _parts(row: MetricRow) -> dict[str, str]:
         base, cand = (row.baseline_statuses, ""), (row.candidate_statuses, "")
         change = ""
     else:
-        parts = _bytes_parts if row.metric == Metric.MEMORY else _rate_parts
+        in_bytes = row.metric == Metric.MEMORY or (row.metric == Metric.XLA
+                                                   and "flops" not in row.label)
+        parts = _bytes_parts if in_bytes else _rate_parts
         base, cand = parts(row.baseline_values), parts(row.candidate_values)
         change = _change(row.change)
-    detail = f": {row.detail}" if row.detail else ""
+    detail = ""
+    if row.tier and row.verdict in (Verdict.WORSE, Verdict.BETTER, Verdict.FAILED):
+        detail = f" ({row.tier} tier)"
+    if row.detail:
+        detail += f": {row.detail}"
     return {"num_envs": str(row.num_envs), "metric": row.label,
             "metric_short": _TERMINAL_LABELS.get(row.label, row.label),
             "verdict_words": WORDS[row.verdict] + detail, "baseline": _with_range(base),
@@ -115,9 +121,7 @@ def bench_verdict(report: BenchReport) -> str:
     """FAIL with the regressions, PASS, or that there was no baseline."""
     regressions = report.regressions
     if regressions:
-        what = "; ".join(f"num_envs={r.num_envs} {r.label} "
-                         + (_change(r.change) if r.change is not None else str(r.verdict))
-                         for r in regressions)
+        what = "; ".join(r.headline for r in regressions)
         return (f"FAIL: {len(regressions)} regression{'s' if len(regressions) > 1 else ''} "
                 f"({what})")
     if report.baseline is None:
@@ -127,8 +131,11 @@ def bench_verdict(report: BenchReport) -> str:
 
 def bench_thresholds(report: BenchReport) -> str:
     t = report.thresholds
-    return (f"Thresholds: peak memory +{t.max_mem_increase:.0%}, steps/s "
-            f"-{t.max_speed_drop:.0%}. A change counts only past its threshold and with "
+    return (f"Thresholds: XLA figures +{t.max_xla_increase:.1%} (deterministic: compared "
+            f"exactly, no repeats), peak memory +{t.max_mem_increase:.0%}, steps/s "
+            f"-{t.max_speed_drop:.0%} (per CPU second of the trial's process while it "
+            f"measured, where both sides have it). A measured change counts only past its "
+            f"threshold and with "
             f"distinguishable repeats (non-overlapping ranges; one-sided Mann-Whitney U, "
             f"p < {RANK_TEST_ALPHA:g}, from {RANK_TEST_MIN_REPEATS} repeats a side). "
             f"Figures: median (min–max) over repeats.")
