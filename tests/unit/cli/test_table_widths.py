@@ -22,7 +22,7 @@ from vramtune.cli.tables import bench_rich, compare_rich, sweep_rich
 from vramtune.records import TrialResult
 from vramtune.results.baseline import key_from_results, snapshot_from_results
 from vramtune.results.store import Run, load_run
-from vramtune.tune.gate import BenchReport, Thresholds, compare_snapshots
+from vramtune.tune.gate import BenchReport, Thresholds, Verdict, compare_snapshots
 from vramtune.tune.recommend import Recommendation, choose
 from vramtune.units import format_bytes
 from vramtune.views import runs as cmp
@@ -179,7 +179,9 @@ def test_bench_table_keeps_medians_changes_and_verdicts_whole(make, width: int):
     for row, cells, line in zip(report.rows, table.records(), rows, strict=True):
         for key in ("num_envs", "baseline_median", "candidate_median", "change"):
             assert cells[key] in line, (cells[key], line)
-        verdict = WORDS[row.verdict] + (f": {row.detail}" if row.detail else "")
+        tier = (f" ({row.tier} tier)" if row.tier and row.verdict in (
+            Verdict.WORSE, Verdict.BETTER, Verdict.FAILED) else "")
+        verdict = WORDS[row.verdict] + tier + (f": {row.detail}" if row.detail else "")
         assert_reason_shown(line, text, verdict)
     verdict_line = "PASS" if report.passed else "FAIL"
     assert verdict_line in text
