@@ -468,5 +468,11 @@ def _kary_pick(open_: list[int], lo: int, hi: int, k: int) -> list[int]:
     return sorted(chosen)
 
 
+def bisect_pick(open_: list[int], lo: int, hi: int) -> int:
+    """The one size bisection takes between lo and hi: the roundest open candidate in the
+    middle half, nearest the midpoint among equals."""
+    return _kary_pick(open_, lo, hi, 1)[0]
+
+
 def _list(sizes: Sequence[int]) -> str:
     return ", ".join(str(n) for n in sizes)
