@@ -95,11 +95,10 @@ def test_a_confirmation_that_fails_steps_down_to_a_smaller_size(tmp_path):
     summary, results = _sweep(tmp_path, "--profile", str(profile), "--gpu-mem", "1.72GB",
                               "--start", "128", "--max-envs", "256", "--objective", "max-envs",
                               "--confirm-steps", "150", "--refine", "1")
-    # Since the failed confirmation moves the search's upper end, the sizes between 128 and
-    # 256 are measured before the next one is confirmed (was: 128, the next measured size).
-    # --refine 1: one search trial in each interval a failed confirmation opens (the test is
-    # the step-down, not the resolution; unbounded, it walked 240-224-208-192 with a 35-45 s
-    # long run each, 370 s in all).
+    # A failed confirmation starts the step-down: sizes between 128 and 256 are searched,
+    # then each is confirmed, before a smaller size is (was: 128, the next measured size).
+    # --refine 1: the step-down measures one size (it allows min(refine, 3)); the test is
+    # the step-down, not the resolution, and each long run here takes 35-45 s.
     confirm = {r.num_envs: r for r in results if r.purpose is Purpose.CONFIRM}
     assert confirm[256].status is Status.OOM, confirm[256].error_message
     between = [r.num_envs for r in results if r.purpose is Purpose.SEARCH and 128 < r.num_envs < 256]

@@ -150,7 +150,7 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
     if space.refine is not None and len(spent) >= space.refine:
         return Step(StepKind.DONE, None, f"boundary between {lo} (fits) and {hi} (fails) after "
                                       f"{len(refined)} refinement trial(s)")
-    size = _refinement_size(lo, hi, space, by_size)
+    size = refinement_size(lo, hi, space, by_size)
     if size is None:
         return Step(StepKind.DONE, None, f"boundary found: {lo} fits, {hi} fails, and no valid size "
                                       f"lies between")
@@ -160,7 +160,7 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
 _LISTED = 1 << 16  # candidates listed one by one; a wider valid set is searched roundest-first
 
 
-def _refinement_size(lo: int, hi: int, space: SearchSpace, taken: Iterable[int]) -> int | None:
+def refinement_size(lo: int, hi: int, space: SearchSpace, taken: Iterable[int]) -> int | None:
     """The roundest valid size in the middle half (1536 between 1024 and 2048, then 1280,
     1152; 3072 between 2000 and 4000), nearest the midpoint among equals. Odd sizes would make
     Brax's rule round num_minibatches or batch_size up to a multiple of num_envs/gcd,

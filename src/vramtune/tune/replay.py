@@ -11,6 +11,7 @@ says so where it uses it.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -20,27 +21,42 @@ from vramtune.tune.planner import SearchSpace, Step, StepKind, candidates, model
 
 @dataclass(frozen=True)
 class Curve:
-    """Peak bytes per num_envs, from recorded trials (the largest peak where a size repeats)."""
+    """Peak bytes per num_envs, from recorded trials (the largest peak where a size repeats).
+
+    ``steps``: the figure grows in whole regions (a GPU's pool), so between two recorded
+    sizes it is the larger one's (the next level up, never a level the allocator does not
+    hold). ``fails_from``: the smallest size recorded out of memory, where (and above which)
+    a replayed trial fails whatever the curve says: a pool's next level has no figure."""
 
     sizes: tuple[int, ...]
     peaks_bytes: tuple[float, ...]
+    steps: bool = False
+    fails_from: int | None = None
 
     @classmethod
-    def from_records(cls, records: Iterable[TrialResult]) -> Curve:
+    def from_records(cls, records: Iterable[TrialResult], *, steps: bool = False) -> Curve:
         peaks: dict[int, float] = {}
+        fails: list[int] = []
         for r in records:
             figure = model_figure_bytes(r) if r.status is Status.OK else None
             if figure is not None:
                 peaks[r.num_envs] = max(peaks.get(r.num_envs, 0.0), float(figure))
+            elif r.status is Status.OOM:
+                fails.append(r.num_envs)
         if len(peaks) < 2:
             raise ValueError("a curve needs peaks at two sizes at least")
         sizes = tuple(sorted(peaks))
-        return cls(sizes, tuple(peaks[n] for n in sizes))
+        return cls(sizes, tuple(peaks[n] for n in sizes), steps,
+                   min(fails, default=None) if steps else None)
 
     def __call__(self, num_envs: float) -> float:
         xs, ys = self.sizes, self.peaks_bytes
+        if self.fails_from is not None and num_envs >= self.fails_from:
+            return math.inf
         i = bisect.bisect_left(xs, num_envs)
         if i < len(xs) and xs[i] == num_envs:
+            return ys[i]
+        if self.steps and i < len(xs):
             return ys[i]
         i = min(max(i, 1), len(xs) - 1)  # the segment around it, or the end one beyond
         x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
@@ -57,18 +73,21 @@ class Curve:
 
 
 def outcome(curve: Callable[[float], float], num_envs: int, limit_bytes: float,
-            shape: tuple[int, int, int] | None = None) -> TrialResult:
-    """The record a trial under ``limit_bytes`` would leave: ok with its peak, or out of memory."""
+            shape: tuple[int, int, int] | None = None, backend: str = "cpu") -> TrialResult:
+    """The record a trial under ``limit_bytes`` would leave: ok with its peak, or out of
+    memory. ``backend="gpu"``: the peak is the allocator's pool, under a pool limit."""
     peak = curve(num_envs)
     bs, nmb, unroll = shape if shape is not None else (None, None, None)
+    base = dict(profile="replay", profile_hash="replay", num_envs=num_envs, batch_size=bs,
+                num_minibatches=nmb, unroll_length=unroll, backend=backend)
+    gpu = backend != "cpu"
+    if gpu:
+        base.update(jax_bytes_limit=int(limit_bytes))
     if peak > limit_bytes:
-        return TrialResult(status=Status.OOM, profile="replay", profile_hash="replay",
-                           num_envs=num_envs, batch_size=bs, num_minibatches=nmb,
-                           unroll_length=unroll, backend="cpu")
-    return TrialResult(status=Status.OK, profile="replay", profile_hash="replay",
-                       num_envs=num_envs, batch_size=bs, num_minibatches=nmb,
-                       unroll_length=unroll, backend="cpu", host_peak_data_bytes=int(peak),
-                       host_peak_rss_bytes=int(peak), steps_per_s=1.0)
+        return TrialResult(status=Status.OOM, **base)
+    figures = (dict(jax_peak_pool_bytes=int(peak)) if gpu else
+               dict(host_peak_data_bytes=int(peak), host_peak_rss_bytes=int(peak)))
+    return TrialResult(status=Status.OK, steps_per_s=1.0, **base, **figures)
 
 
 @dataclass(frozen=True)
@@ -93,7 +112,7 @@ class Replay:
 
 
 def replay(curve: Callable[[float], float], space: SearchSpace, k: int = 1,
-           max_rounds: int = 200) -> Replay:
+           max_rounds: int = 200, backend: str = "cpu") -> Replay:
     """Run the planner's search to its end against ``curve`` under ``space.limit_bytes``."""
     assert space.limit_bytes is not None, "a replay needs a cap"
     results: list[TrialResult] = []
@@ -106,7 +125,7 @@ def replay(curve: Callable[[float], float], space: SearchSpace, k: int = 1,
         rounds.append(sizes)
         for n in sizes:
             shape = space.shape_of(n) if space.shape_of else None
-            results.append(outcome(curve, n, space.limit_bytes, shape))
+            results.append(outcome(curve, n, space.limit_bytes, shape, backend))
     raise RuntimeError(f"the search did not finish in {max_rounds} rounds")
 
 

@@ -81,6 +81,10 @@ class Space:
     spread_up_to: int = 2
     surprise: float = 0.8  # a failure where the current model gives P(fits) >= this: bisect
     prior: mm.SlopePrior | None = None  # the growth per env from a compile-only probe
+    # The figure grows in whole allocator regions of this size (a GPU's pool): the model
+    # fits each peak as the middle of the region it rounds up from, with the rounding's
+    # spread, and a size fits when its demand stays under the highest pool level <= limit.
+    region_bytes: float | None = None
     aim_prior: float = 0.4  # the first jump from one size and the prior (replays: 4.04 trials
     #                         on the recorded curve at 0.3-0.4, 4.20 at 0.5)
 
@@ -168,13 +172,31 @@ def roundness(n: int) -> int:
     return (n & -n).bit_length()
 
 
-def _points(trials: Iterable[Trial]) -> list[mm.Point]:
+def _points(trials: Iterable[Trial], region_bytes: float | None = None) -> list[mm.Point]:
+    """The model's points; a figure rounded up to a region stands for the middle of it."""
+    shift = region_bytes / 2 if region_bytes else 0.0
     pts = []
     for t in trials:
         if t.status == OK and t.peak_bytes is not None:
             bs, nmb, unroll = t.shape if t.shape else (None, None, None)
-            pts.append(mm.Point(t.num_envs, float(t.peak_bytes), bs, nmb, unroll))
+            pts.append(mm.Point(t.num_envs, float(t.peak_bytes) - shift, bs, nmb, unroll))
     return pts
+
+
+def level_limit(trials: Iterable[Trial], space: Space) -> float:
+    """Where the model's demand must stay: the limit, or with allocator regions the highest
+    pool level under it (levels lie a whole number of regions from a measured pool, the
+    largest one under the limit). A demand between that level and the limit would need one
+    more region, which does not fit."""
+    region = space.region_bytes
+    if not region:
+        return space.limit_bytes
+    pools = [float(t.peak_bytes) for t in trials
+             if t.status == OK and t.peak_bytes is not None and t.peak_bytes <= space.limit_bytes]
+    if not pools:
+        return space.limit_bytes - region / 2
+    top = max(pools)
+    return top + region * math.floor((space.limit_bytes - top) / region)
 
 
 def _done(reason: str, lo, hi, model=None, missed=()) -> Proposal:
@@ -232,7 +254,10 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                         f"{_list(sizes)} envs ({hi} envs fitted its search trial and failed a "
                         f"longer run)", lo, hi)
 
-    pts = _points(trials)
+    pts = _points(trials, space.region_bytes)
+    aim = space  # the space the model aims in: with regions, the demand under the top level
+    if space.region_bytes:
+        aim = replace(space, limit_bytes=level_limit(trials, space), cap_bytes=None)
     if space.fit_octaves is not None:  # local: memory is only close to affine (quick is convex)
         floor = lo / 2 ** space.fit_octaves
         near = [p for p in pts if p.num_envs >= floor]
@@ -241,7 +266,7 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
         else:  # the two largest sizes measured, at least
             top = sorted({p.num_envs for p in pts})[-2:]
             pts = [p for p in pts if p.num_envs in top]
-    model, missed = _checked_model(pts, trials, space, failing)
+    model, missed = _checked_model(pts, trials, aim, failing)
     walk = _walk(grid, measured, set(failing), lo)
     # fits measured in the top octave with nothing failed yet: the model keeps aiming short
     crawl = len(set(fitting) & {n for n in measured if n >= lo / 2}) if hi is None else 0
@@ -253,11 +278,11 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
         # limit: move the line up until it is (the slope kept), and aim below it again. A
         # timeout is no such evidence: bisection, as before.
         n = missed[0].num_envs
-        model = _shifted(model, space, n)
+        model = _shifted(model, aim, n)
         shifted = f"; the line raised so that {n} envs, which ran out of memory, sits at the limit"
         missed = []
     if model is not None and not missed and walk < WALK and crawl < CRAWL and not vague:
-        sizes, phase = _model_pick(model, space, open_, grid, lo, hi, k)
+        sizes, phase = _model_pick(model, aim, open_, grid, lo, hi, k)
         if sizes:
             predicted = {}
             for n in sizes:
@@ -311,12 +336,13 @@ def _checked_model(pts: list[mm.Point], trials: Sequence[Trial], space: Space,
     priors = [space.prior, None] if space.prior is not None else [None]
     ooms = [t.num_envs for t in trials if t.status == OOM]
     first: tuple[mm.Model | None, list[mm.Miss]] | None = None
+    floor = space.region_bytes / math.sqrt(12) if space.region_bytes else 0.0
     for prior in priors:
-        model = mm.fit(pts, prior=prior)
+        model = mm.fit(pts, prior=prior, floor_bytes=floor)
         if model is None:
             continue
         missed = mm.misses(pts, ooms, space.cap_bytes or space.limit_bytes, space.shape_of,
-                           prior=prior)
+                           prior=prior, floor_bytes=floor)
         missed += _under_predicted(model, space, failing)
         if not missed:
             return model, []
@@ -466,6 +492,12 @@ def _kary_pick(open_: list[int], lo: int, hi: int, k: int) -> list[int]:
         pool = window or [n for n in open_ if n not in chosen]
         chosen.append(min(pool, key=lambda n: (-roundness(n), abs(n - target))))
     return sorted(chosen)
+
+
+def bisect_pick(open_: list[int], lo: int, hi: int) -> int:
+    """The one size bisection takes between lo and hi: the roundest open candidate in the
+    middle half, nearest the midpoint among equals."""
+    return _kary_pick(open_, lo, hi, 1)[0]
 
 
 def _list(sizes: Sequence[int]) -> str:

@@ -38,12 +38,16 @@ from vramtune.results.store import (
     run_directory,
     trial_key,
 )
+from vramtune.tune import search
 from vramtune.tune.planner import (
+    SearchMethod,
     SearchSpace,
     Step,
     StepKind,
+    candidates,
     doubling_sizes,
     plan_round,
+    refinement_size,
 )
 from vramtune.tune.prior import PriorSource
 from vramtune.tune.recommend import (
@@ -430,14 +434,117 @@ def _clearly_slower(r: TrialResult, best: TrialResult, objective: Objective) -> 
     return (r.steps_per_s or 0.0) < (best.steps_per_s or 0.0) and not ties(r, best)
 
 
+STEP_DOWN = 3  # sizes measured (searched, then proven) below a failed proof run, at most
+PROOFS = (Purpose.REPEAT, Purpose.CONFIRM)
+
+
+def step_down_budget(refine: int | None) -> int:
+    """Sizes a step-down may measure: ``refine`` when smaller, at most STEP_DOWN. Each is a
+    search trial and a proof run; three halvings leave the proven edge within an eighth of
+    the interval the failed proof opened, and a confirmation costs several trials."""
+    return STEP_DOWN if refine is None else max(0, min(refine, STEP_DOWN))
+
+
+@dataclass(frozen=True)
+class StepDown:
+    """Where a step-down stands: the search trials to the first failed proof run are what the
+    search found; after it, sizes are bisected between ``base`` (the largest size known to
+    fit: proven, or found by the search before the failure) and ``hi`` (the smallest failure),
+    each searched and then proven, so a failed proof halves the interval instead of handing
+    the proof to the next size measured below it."""
+
+    first_failed: int  # the size whose proof run failed first
+    base: int
+    hi: int
+    proven: int | None  # the largest size below hi whose proof run fitted
+    measured: tuple[int, ...]  # sizes searched since the first failed proof, in order
+    budget: int
+
+    @property
+    def left(self) -> int:
+        return self.budget - len(self.measured)
+
+    def words(self, size: int | None = None) -> str:
+        """What the step-down did; with ``size``, which of its sizes a step is about."""
+        head = f"step-down below {self.first_failed}, whose proof run failed"
+        if size is None:
+            return f"{head}: {len(self.measured)} of at most {self.budget} size(s) measured"
+        return f"{head}: size {size} of at most {self.budget}"
+
+
+def step_down(config: SweepConfig, results: Sequence[TrialResult]) -> StepDown | None:
+    """The step-down's state, or None while no proof run has failed above a size the search
+    found fitting (then the search alone plans, and says why nothing fits)."""
+    limit = config.limit_bytes
+    first = next((i for i, r in enumerate(results)
+                  if r.purpose in PROOFS and past_boundary(r, limit)), None)
+    if first is None:
+        return None
+    hi = min(r.num_envs for r in results if r.purpose in (Purpose.SEARCH, *PROOFS)
+             and past_boundary(r, limit))
+    before = [r.num_envs for r in results[:first] if r.purpose is Purpose.SEARCH
+              and r.num_envs < hi and not past_boundary(r, limit) and fits(r, limit)]
+    proven = max((r.num_envs for r in results if r.purpose in PROOFS and r.num_envs < hi
+                  and fits(r, limit) and r.status is Status.OK), default=None)
+    if not before and proven is None:
+        return None
+    base = max([*before, *([proven] if proven is not None else [])])
+    measured = tuple(dict.fromkeys(r.num_envs for r in results[first + 1:]
+                                   if r.purpose is Purpose.SEARCH))
+    return StepDown(results[first].num_envs, base, hi, proven, measured,
+                    step_down_budget(config.refine))
+
+
+def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
+                    space: SearchSpace) -> list[Step] | None:
+    """After a failed proof run: the proof of the size just searched, or the next size to
+    search (the roundest near the middle of base..hi), or [] when the step-down is over (the
+    pick is then proven as usual). None: no step-down."""
+    down = step_down(config, results)
+    if down is None:
+        return None
+    limit = config.limit_bytes
+    proofs = {r.num_envs for r in results if r.purpose in PROOFS}
+    pending = [n for n in down.measured if down.base < n < down.hi and n not in proofs
+               and any(r.num_envs == n and r.purpose is Purpose.SEARCH and fits(r, limit)
+                       and not past_boundary(r, limit) for r in results)]
+    if pending:
+        n = max(pending)
+        if config.confirm:
+            steps = confirm_steps(config, _proof_basis(results, n))
+            return [Step(StepKind.CONFIRMING, n, f"confirming {n} envs: {steps} training "
+                                              f"steps, evaluation as in training "
+                                              f"({down.words(down.measured.index(n) + 1)})")]
+        return [Step(StepKind.REPEATING, n, f"repeating {n} envs "
+                                             f"({down.words(down.measured.index(n) + 1)})")]
+    if down.left <= 0:
+        return []
+    taken = {r.num_envs for r in results}
+    if space.method is SearchMethod.PREDICTIVE:
+        open_ = [n for n in candidates(space) if down.base < n < down.hi and n not in taken]
+        size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
+    else:
+        size = refinement_size(down.base, down.hi, space, taken)
+    if size is None:
+        return []
+    return [Step(StepKind.REFINING, size, f"refining between {down.base} and {down.hi}: "
+                                        f"{size} envs, to be searched and then proven "
+                                        f"({down.words(len(down.measured) + 1)})")]
+
+
 def next_steps(config: SweepConfig, results: Sequence[TrialResult], space: SearchSpace,
                parallel: int = 1) -> list[Step]:
     """The trials of the next round: the search's (up to ``parallel`` sizes at once, the
-    trials the executor runs together), then the sizes the objective needs measured alone,
-    then the proof of the pick (``edge_step``). Empty: the sweep is done."""
-    steps = plan_round(search_inputs(results, space), space, parallel)
-    if steps[0].phase is not StepKind.DONE:
-        return steps
+    trials the executor runs together), or after a failed proof run the step-down's; then
+    the sizes the objective needs measured alone, then the proof of the pick
+    (``edge_step``). Empty: the sweep is done."""
+    down = step_down_steps(config, results, space)
+    if down:
+        return down
+    if down is None:
+        steps = plan_round(search_inputs(results, space), space, parallel)
+        if steps[0].phase is not StepKind.DONE:
+            return steps
     alone = alone_steps(config, results, space)
     if alone:
         return alone
@@ -445,8 +552,16 @@ def next_steps(config: SweepConfig, results: Sequence[TrialResult], space: Searc
     return [proof] if proof is not None and proof.num_envs is not None else []
 
 
-def search_outcome(results: Sequence[TrialResult], space: SearchSpace, parallel: int = 1) -> Step:
-    """Why the search stopped (its DONE step), or the step it would take next."""
+def search_outcome(results: Sequence[TrialResult], space: SearchSpace, parallel: int = 1,
+                   config: SweepConfig | None = None) -> Step:
+    """Why the search stopped (its DONE step), or the step it would take next. With
+    ``config``, a step-down that ran says where it ended."""
+    down = step_down(config, results) if config is not None else None
+    if down is not None and not step_down_steps(config, results, space):
+        edge = down.proven if down.proven is not None else down.base
+        return Step(StepKind.DONE, None, f"{down.words()}; boundary between {edge} "
+                                      f"({'proven' if down.proven is not None else 'fits'}) "
+                                      f"and {down.hi} (fails)")
     return plan_round(search_inputs(results, space), space, parallel)[0]
 
 
@@ -516,7 +631,8 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
                 on_event(SweepNote(note))
             steps = next_steps(config, state.results, space, executor.parallel)
             if not steps:
-                state.final_step = search_outcome(state.results, space, executor.parallel)
+                state.final_step = search_outcome(state.results, space, executor.parallel,
+                                                   config)
                 return state
             requests = []
             for step in steps:

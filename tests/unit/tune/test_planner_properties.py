@@ -59,7 +59,7 @@ def test_planning_is_fast_for_any_maximum(policy, bs, nmb, start, top):
 def test_a_wide_gap_is_refined_like_the_full_list(lo, width, modulus, residue):
     """Over 65536 valid sizes between the last fit and the first failure, the pick is found
     roundest-first instead of listing them all; it must be the same pick."""
-    from vramtune.tune.planner import SearchSpace, _refinement_size
+    from vramtune.tune.planner import SearchSpace, refinement_size
     from vramtune.tune.search import roundness as _roundness
 
     hi = lo + width
@@ -74,6 +74,6 @@ def test_a_wide_gap_is_refined_like_the_full_list(lo, width, modulus, residue):
     middle = [n for n in candidates if lo + quarter <= n <= hi - quarter] or candidates
     expected = min(middle, key=lambda n: (-_roundness(n), abs(n - mid))) if middle else None
     started = time.perf_counter()
-    got = _refinement_size(lo, hi, sp, taken)
+    got = refinement_size(lo, hi, sp, taken)
     assert time.perf_counter() - started < 2.0  # the oracle above is slow; the planner is not
     assert got == expected

@@ -10,9 +10,16 @@ import dataclasses
 import pytest
 
 from vramtune.records import Purpose, Status, TrialResult
-from vramtune.tune.planner import SearchMethod
+from vramtune.tune.planner import SearchMethod, Step, StepKind, candidates
 from vramtune.tune.recommend import Objective, choose
-from vramtune.tune.sweep import SweepConfig, edge_step, next_steps, search_outcome
+from vramtune.tune.replay import Curve, outcome
+from vramtune.tune.sweep import (
+    STEP_DOWN,
+    SweepConfig,
+    edge_step,
+    next_steps,
+    search_outcome,
+)
 from vramtune.workload.profile import load_profile
 
 GB = 10**9
@@ -135,3 +142,62 @@ def test_a_start_that_fits_its_trial_and_fails_its_confirmation_is_said_as_it_ha
     rec = choose(results, int(1.2 * GB), 0.1, Objective.MAX_ENVS)
     assert rec.chosen is None
     assert "fitted its search trial" in rec.notice and "no trial finished ok" not in rec.notice
+
+
+def _replayed_sweep(config: SweepConfig, search_curve, long_curve) -> list[tuple[Step, TrialResult]]:
+    """Drive the sweep's plan to its end: search trials answered by ``search_curve``,
+    confirming runs by ``long_curve`` (a longer run peaks higher), both under the sweep's cap."""
+    done: list[tuple[Step, TrialResult]] = []
+    for _ in range(60):
+        steps = next_steps(config, [r for _, r in done], config.space())
+        if not steps:
+            return done
+        for step in steps:
+            confirming = step.phase is StepKind.CONFIRMING
+            curve = long_curve if confirming else search_curve
+            result = dataclasses.replace(
+                outcome(curve, step.num_envs, config.limit_bytes), profile="quick",
+                purpose=Purpose.CONFIRM if confirming else Purpose.SEARCH,
+                cap_bytes=config.limit_bytes, budget_bytes=config.budget_bytes, training_steps=6)
+            done.append((step, result))
+    raise AssertionError("the sweep did not end")
+
+
+@pytest.mark.parametrize("extra_mib", [25, 40, 80])
+def test_a_failed_confirmation_measures_between_it_and_the_next_fit_on_replayed_records(
+        extra_mib):
+    # The data segment quick's trials recorded (tests/unit/tune/test_replay.py), and a long
+    # run that peaks extra_mib above its search trial: the search's edge (640 envs under
+    # 1.08 GB) fails its confirmation; the long run's own edge is 576, 512 or 320 envs.
+    mib = 2**20
+    search = Curve((256, 512, 1024, 1536), tuple(v * mib for v in (935, 975, 1146, 1290)))
+    long = Curve(search.sizes, tuple(v + extra_mib * mib for v in search.peaks_bytes))
+    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 256, 2048, None,
+                         objective=Objective.MAX_ENVS)
+    done = _replayed_sweep(config, search, long)
+    first = next(i for i, (_, r) in enumerate(done)
+                 if r.purpose is Purpose.CONFIRM and r.status is Status.OOM)
+    assert done[first][1].num_envs == 640
+    after = done[first + 1:]
+    searched = [(s, r) for s, r in after if r.purpose is Purpose.SEARCH]
+    assert 1 <= len(searched) <= STEP_DOWN, done
+    for step, r in searched:  # each size the step-down measures is searched, then proven
+        assert "step-down below 640, whose proof run failed: size" in step.reason
+        assert f"of at most {STEP_DOWN}" in step.reason
+        i = done.index((step, r))
+        if r.status is Status.OK:
+            proof_step, proof = done[i + 1]
+            assert (proof.num_envs, proof.purpose) == (r.num_envs, Purpose.CONFIRM), done
+            assert "step-down below 640" in proof_step.reason
+    records = [r for _, r in done]
+    rec = choose(records, config.budget_bytes, config.headroom_fraction, Objective.MAX_ENVS)
+    assert rec.chosen is not None and rec.confirmation is not None
+    assert rec.confirmation.status is Status.OK
+    truth = long.truth(config.limit_bytes, candidates(config.space()))
+    grid = candidates(config.space())
+    picked = rec.chosen.num_envs
+    # the long run's own edge, or within one grid step of it when the budget ran out
+    assert picked <= truth and grid.index(truth) - grid.index(picked) <= 1, (picked, truth)
+    assert picked > 256  # never the next size measured below (was: the start)
+    words = search_outcome(records, config.space(), 1, config).reason
+    assert words.startswith("step-down below 640") and f"between {picked} (proven)" in words

@@ -71,3 +71,57 @@ def test_predictive_needs_fewer_trials_than_bisection_on_the_recording():
             assert new.trials == old.trials
         else:  # two peaks, a jump, the proof of the edge
             assert new.trials <= 5 < old.trials, (limit, new.rounds, old.rounds)
+
+
+def _h100_records() -> list[TrialResult]:
+    """The search trials of the recorded H100 sweep of quick under 2 GB."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parents[3] / "benchmarks/results/gpu/sweep_2GB_results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [TrialResult(status=Status(r["status"]), profile="quick", profile_hash="h",
+                        num_envs=r["num_envs"], backend="gpu",
+                        jax_peak_pool_bytes=r.get("jax_peak_pool_bytes"),
+                        jax_bytes_limit=r.get("jax_bytes_limit"))
+            for r in rows if r.get("kind") == "trial" and r.get("purpose") == "search"]
+
+
+def test_a_pool_curve_holds_the_recorded_levels_and_fails_from_the_recorded_oom():
+    records = _h100_records()
+    pools = {r.num_envs: r.jax_peak_pool_bytes for r in records if r.status is Status.OK}
+    curve = Curve(tuple(sorted(pools)), tuple(float(pools[n]) for n in sorted(pools)),
+                  steps=True, fails_from=2048)
+    assert curve(1920) == 782 * MiB and curve(1664) == 782 * MiB  # the next level up
+    assert curve(768) == 526 * MiB
+    assert curve(2048) == float("inf")
+    limit = records[0].jax_bytes_limit
+    assert outcome(curve, 2048, limit, backend="gpu").status is Status.OOM
+    fit = outcome(curve, 1920, limit, backend="gpu")
+    assert fit.status is Status.OK and fit.jax_peak_pool_bytes == 782 * MiB
+
+
+def test_the_region_model_finds_the_recorded_h100_boundary_on_the_pool():
+    # The pool moves in 256 MiB regions: fitted as the middle of each region with the
+    # rounding's spread, the search reaches the recorded boundary (1920 fits, 2048 fails).
+    # It takes 8 trials, where the target is 5: the region model alone does not aim closer.
+    from vramtune.tune import search
+
+    records = _h100_records()
+    pools = {r.num_envs: r.jax_peak_pool_bytes for r in records if r.status is Status.OK}
+    curve = Curve(tuple(sorted(pools)), tuple(float(pools[n]) for n in sorted(pools)),
+                  steps=True, fails_from=2048)
+    limit = float(records[0].jax_bytes_limit)
+    grid = tuple(search.round_grid(lambda n: True, 128, 2048))  # quick's grid at 2 GB
+    sp = search.Space(grid, limit, 128, region_bytes=256 * MiB)
+    trials: list[search.Trial] = []
+    for _ in range(20):
+        proposal = search.propose(trials, sp)
+        if proposal.done:
+            break
+        for n in proposal.sizes:
+            peak = curve(n)
+            trials.append(search.Trial(n, Status.OK, peak) if peak <= limit
+                          else search.Trial(n, Status.OOM))
+    assert (proposal.fits, proposal.fails) == (1920, 2048), proposal.reason
+    assert len(trials) <= 8, [t.num_envs for t in trials]
