@@ -63,7 +63,9 @@ def main() -> int:
               f"{r.steps_per_s_min or 0:,.0f} | {r.steps_per_s_max or 0:,.0f} | "
               f"{r.measured_intervals or 0} |")
     print()
-    asking = choose(results, budget, headroom, margin=args.margin)
+    # A running sweep may still measure again; report and emit-config may not (choose's
+    # default): both verdicts are shown.
+    asking = choose(results, budget, headroom, margin=args.margin, remeasure_left=True)
     final = choose(results, budget, headroom, margin=args.margin, remeasure_left=False)
     limit = asking.limit_bytes
     old = old_pick(results, limit)
