@@ -15,6 +15,7 @@ from typing import Any
 from vramtune.errors import UserError
 from vramtune.records import HOST_RAM, VRAM, Status, TrialResult, utc_now
 from vramtune.results.files import write_atomic
+from vramtune.results.typed import field_names, typed
 from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, is_int
 
 BASELINE_KIND = "vramtune-bench-baseline"
@@ -248,29 +249,38 @@ def merge_for_save(old: Snapshot | None, new: Snapshot) -> tuple[Snapshot, str |
     return replace(new, sizes=sizes, created=old.created or new.created), note
 
 
-def _sample(data: Any, where: str, prefix: str) -> Sample:
+# Reading: ``Fields`` checks what annotations cannot say (ranges, choices, lengths, unknown
+# keys) and fills the defaults older files leave out; ``typed`` then builds the whole
+# Snapshot, checking every field of every record in it against its dataclass.
+
+def _sample(data: Any, where: str, prefix: str) -> dict[str, Any]:
     f = Fields(data, where, prefix, what=prefix.rstrip("."))
-    f.only(("status", "peak_bytes", "steps_per_s", "compile_s", "error", "cpu_s_per_s"))
-    return Sample(status=f.choice("status", [s.value for s in Status]),
-                  peak_bytes=f.int("peak_bytes", None, lo=0, hi=MAX_BYTES, none=True),
-                  steps_per_s=f.number("steps_per_s", None, lo=0, none=True),
-                  compile_s=f.number("compile_s", None, lo=0, none=True),
-                  error=f.text("error", None, none=True, max_len=1000),
-                  cpu_s_per_s=f.number("cpu_s_per_s", None, lo=0, none=True))
+    f.only(field_names(Sample))
+    f.choice("status", [s.value for s in Status])
+    f.int("peak_bytes", None, lo=0, hi=MAX_BYTES, none=True)
+    f.number("steps_per_s", None, lo=0, none=True)
+    f.number("compile_s", None, lo=0, none=True)
+    f.text("error", None, none=True, max_len=1000)
+    f.number("cpu_s_per_s", None, lo=0, none=True)
+    return {"peak_bytes": None, "steps_per_s": None, **data}
 
 
-def _xla(data: Any, where: str, prefix: str) -> XlaFigures | None:
+def _xla(data: Any, where: str, prefix: str) -> dict[str, Any] | None:
     if data is None:
         return None
     f = Fields(data, where, prefix, what=prefix.rstrip("."))
-    f.only((*XLA_FIGURES, "versions"))
-    return XlaFigures(
-        *(f.int(k, lo=0, hi=MAX_BYTES) for k in ("argument_bytes", "output_bytes",
-                                                 "alias_bytes", "temp_bytes")),
-        generated_code_bytes=f.int("generated_code_bytes", None, lo=0, hi=MAX_BYTES, none=True),
-        flops=f.number("flops", None, lo=0, none=True),
-        bytes_accessed=f.number("bytes_accessed", None, lo=0, none=True),
-        versions=f.text_map("versions", {}) if data.get("versions") is not None else {})
+    f.only(field_names(XlaFigures))
+    for key in ("argument_bytes", "output_bytes", "alias_bytes", "temp_bytes"):
+        f.int(key, lo=0, hi=MAX_BYTES)
+    f.int("generated_code_bytes", None, lo=0, hi=MAX_BYTES, none=True)
+    f.number("flops", None, lo=0, none=True)
+    f.number("bytes_accessed", None, lo=0, none=True)
+    return {**data, "versions": _versions(f)}
+
+
+def _versions(f: Fields) -> dict[str, str]:
+    """A mapping of version texts; null or absent is none known."""
+    return f.text_map("versions") if f.data.get("versions") is not None else {}
 
 
 def _items(f: Fields, key: str, limit: int) -> list[Any]:
@@ -280,20 +290,18 @@ def _items(f: Fields, key: str, limit: int) -> list[Any]:
     return value
 
 
-def _size(data: Any, where: str, prefix: str) -> SizeRecord:
+def _size(data: Any, where: str, prefix: str) -> dict[str, Any]:
     f = Fields(data, where, prefix, what=prefix.rstrip("."))
-    samples = _items(f, "samples", 10_000)
-    versions = f.text_map("versions", {}) if data.get("versions") is not None else {}
-    return SizeRecord(
-        num_envs=f.int("num_envs", lo=1, hi=MAX_NUM_ENVS),
-        memory_label=f.choice("memory_label", (HOST_RAM, VRAM), HOST_RAM),
-        samples=tuple(_sample(s, where, f"{prefix}samples[{i}].")
-                      for i, s in enumerate(samples)),
-        batch_size=f.int("batch_size", None, lo=1, none=True),
-        num_minibatches=f.int("num_minibatches", None, lo=1, none=True),
-        versions=versions, measured=f.text("measured", None, none=True, max_len=100),
-        xla=_xla(data.get("xla"), where, f"{prefix}xla."),
-        xla_error=f.text("xla_error", None, none=True, max_len=1000))
+    samples = [_sample(s, where, f"{prefix}samples[{i}].")
+               for i, s in enumerate(_items(f, "samples", 10_000))]
+    f.int("num_envs", lo=1, hi=MAX_NUM_ENVS)
+    f.int("batch_size", None, lo=1, none=True)
+    f.int("num_minibatches", None, lo=1, none=True)
+    f.text("measured", None, none=True, max_len=100)
+    f.text("xla_error", None, none=True, max_len=1000)
+    return {**data, "samples": samples, "versions": _versions(f),
+            "memory_label": f.choice("memory_label", (HOST_RAM, VRAM), HOST_RAM),
+            "xla": _xla(data.get("xla"), where, f"{prefix}xla.")}
 
 
 def snapshot_from_data(data: Any, where: str) -> Snapshot:
@@ -308,26 +316,27 @@ def snapshot_from_data(data: Any, where: str) -> Snapshot:
                         f"versions {readable} (integers); re-create it with --save")
     f = Fields(data, where)
     m = f.sub("machine")
-    machine = MachineKey(m.text("backend", max_len=50), m.text("device", max_len=200),
-                         m.int("device_count", None, lo=1, hi=1 << 16, none=True))
+    m.text("backend", max_len=50)
+    m.text("device", max_len=200)
+    m.int("device_count", None, lo=1, hi=1 << 16, none=True)
     sizes = [_size(s, where, f"sizes[{i}].") for i, s in enumerate(_items(f, "sizes", 1000))]
+    f.text("profile_name", max_len=200)
+    f.text("profile_hash", max_len=64)
+    f.flag("compile_cache", False)
+    f.text("created", None, none=True, max_len=100)
+    f.text("updated", None, none=True, max_len=100)
+    f.int("cap_bytes", None, lo=1, hi=MAX_BYTES, none=True)
+    f.text("reference", None, none=True, max_len=200)
+    snapshot = typed(Snapshot, {
+        **data, "machine": {"device_count": None, **m.data}, "sizes": sizes,
+        "versions": _versions(f), "profile": f.mapping("profile", {}, none_is_empty=True),
+        "older_format": None if version == BASELINE_SCHEMA else version}, where)
     seen: set[int] = set()
-    for size in sizes:
+    for size in snapshot.sizes:
         if size.num_envs in seen:
             raise UserError(f"{where}: num_envs {size.num_envs} appears twice in sizes")
         seen.add(size.num_envs)
-    return Snapshot(
-        machine=machine, profile_name=f.text("profile_name", max_len=200),
-        profile_hash=f.text("profile_hash", max_len=64),
-        sizes=tuple(sorted(sizes, key=lambda s: s.num_envs)),
-        versions=f.text_map("versions", {}) if data.get("versions") is not None else {},
-        profile=dict(f.mapping("profile", {}, none_is_empty=True)),
-        compile_cache=f.flag("compile_cache", False),
-        created=f.text("created", None, none=True, max_len=100),
-        updated=f.text("updated", None, none=True, max_len=100),
-        cap_bytes=f.int("cap_bytes", None, lo=1, hi=MAX_BYTES, none=True),
-        reference=f.text("reference", None, none=True, max_len=200),
-        older_format=None if version == BASELINE_SCHEMA else version)
+    return replace(snapshot, sizes=tuple(sorted(snapshot.sizes, key=lambda s: s.num_envs)))
 
 
 def load_baseline(path: str | Path) -> Snapshot:

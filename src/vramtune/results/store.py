@@ -8,7 +8,7 @@ Reading checks both line formats here, once: a damaged header is an error naming
 and the key; a damaged trial line is skipped with a warning naming its line and key, never
 used (a num_envs of "abc" would otherwise surface as a traceback three modules later, or be
 recommended). Beside those range checks, every field of the record is type-checked against
-the dataclass itself (``typed``: pydantic's TypeAdapter), so a field added to ``TrialResult``
+the dataclass itself (``results.typed``: pydantic's TypeAdapter), so a field added to ``TrialResult``
 or ``RunHeader`` is checked the day it is added. A run directory is written by one process
 at a time: ``lock_run`` holds an flock on ``.lock`` in it, and a second writer is refused
 with the holder's PID.
@@ -16,22 +16,19 @@ with the holder's PID.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import fcntl
-import functools
 import json
 import math
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pydantic import TypeAdapter, ValidationError
+from typing import Any
 
 from vramtune.errors import UserError
 from vramtune.records import Objective, Purpose, Status, TrialResult, utc_now
+from vramtune.results.typed import typed
 from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, describe, is_int, is_number, kind
 
 SCHEMA_VERSION = 1
@@ -294,62 +291,6 @@ def trial_from_dict(data: Any, where: str) -> TrialResult:
     return typed(TrialResult, {**data, "purpose": data.get("purpose") or str(Purpose.SEARCH),
                                "notes": data.get("notes") or [],
                                "versions": data.get("versions") or {}}, where)
-
-
-Record = TypeVar("Record")
-
-
-@functools.cache
-def _adapter(cls: type[Record]) -> TypeAdapter[Record]:
-    return TypeAdapter(cls)
-
-
-def typed(cls: type[Record], data: dict[str, Any], where: str) -> Record:
-    """``cls`` built from ``data`` (its own keys only) with every field's type checked
-    against the dataclass's annotations, strictly (no "5" for 5, no 1.0 for an integer),
-    numbers finite; else one UserError naming the field. A field added to the record is
-    checked from then on: nothing here lists them."""
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    own = {k: v for k, v in data.items() if k in names}
-    try:  # JSON mode: an enum's value and a list for a tuple are what the files hold
-        record = _adapter(cls).validate_json(json.dumps(own), strict=True)
-    except ValidationError as exc:
-        raise UserError(_first_error(cls, exc, own, where)) from None
-    except (ValueError, RecursionError) as exc:  # what json.dumps itself cannot write
-        raise UserError(f"{where}: not a {cls.__name__} record ({exc})") from None
-    for name in names:
-        bad = _non_finite(getattr(record, name))
-        if bad is not None:
-            raise UserError(f"{where}: {name}{bad} must be a finite number, got NaN or "
-                            f"Infinity")
-    return record
-
-
-def _non_finite(value: Any) -> str | None:
-    """'' when ``value`` is a non-finite float, '[i]' for a list item, else None."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else ""
-    if isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            if isinstance(item, float) and not math.isfinite(item):
-                return f"[{i}]"
-    return None
-
-
-def _first_error(cls: type, exc: ValidationError, data: dict[str, Any], where: str) -> str:
-    """pydantic's first complaint as this package words one: '<where>: <key> must be ...'."""
-    error = exc.errors(include_url=False)[0]
-    loc = list(error.get("loc") or ())
-    key = str(loc[0]) if loc else "?"
-    for part in loc[1:]:
-        key += f"[{part}]" if isinstance(part, int) else f".{part}"
-    if error.get("type") == "missing":
-        return f"{where}: missing required key {key!r}"
-    expected = str(error.get("msg", "")).removeprefix("Input should be ").rstrip(".")
-    field_ = next((f for f in dataclasses.fields(cls) if f.name == loc[0]), None) if loc else None
-    if field_ is not None and field_.default is None and len(loc) == 1:
-        expected += " or null"
-    return f"{where}: {key} must be {expected}, got {describe(error.get('input'))}"
 
 
 def _rates_list(f: Fields, value: Any) -> None:

@@ -38,7 +38,7 @@ def test_a_word_where_a_rate_belongs_skips_the_line_and_names_the_field(tmp_path
                                               "valid integer"),
     ("steps_per_s_per_device", float("nan"), "steps_per_s_per_device must be a finite number"),
     ("outside_pool_bytes_per_device", [float("inf")], "outside_pool_bytes_per_device[0] must "
-                                                      "be a valid integer, got inf"),
+                                                      "be a valid integer or null, got inf"),
 ])
 def test_fields_no_hand_written_check_lists_are_checked(key, value, words):
     with pytest.raises(UserError, match="^x.jsonl:2: ") as caught:
