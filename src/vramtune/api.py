@@ -44,7 +44,14 @@ from vramtune.records import Objective, Purpose, TrialResult
 from vramtune.results.frame import runs_frame
 from vramtune.results.store import Run, RunHeader, find_runs, load_run
 from vramtune.schema import MAX_NUM_ENVS
-from vramtune.tune.budgets import Emission, Measurements, choose_for_budget, merge_runs
+from vramtune.tune.budgets import (
+    Emission,
+    Measurements,
+    choose_for_budget,
+    merge_runs,
+    run_objective,
+    run_speed_margin,
+)
 from vramtune.tune.planner import Step
 from vramtune.tune.recommend import Recommendation, choose
 from vramtune.tune.request import SweepRequest
@@ -532,13 +539,11 @@ def choose_in_run(run: Run, *, headroom: Percent = None,
                   objective: str | Objective | None = None) -> RunChoice:
     """Re-choose within a saved sweep at its own budget: headroom and objective default to
     the sweep's own (throughput when its header does not say)."""
-    from vramtune.tune.budgets import run_objective
-
     fraction = as_fraction(headroom)
     fraction = run.header.headroom_fraction if fraction is None else fraction
     goal = as_objective(objective) or run_objective(run) or Objective.THROUGHPUT
-    return RunChoice(run, choose(run.results, run.header.budget_bytes, fraction, goal),
-                     fraction, goal)
+    return RunChoice(run, choose(run.results, run.header.budget_bytes, fraction, goal,
+                                 margin=run_speed_margin(run)), fraction, goal)
 
 
 # --- bench: the CI regression gate ----------------------------------------------------------
