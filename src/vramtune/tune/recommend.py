@@ -241,8 +241,9 @@ def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
                 return f"recommended (throughput: {comparison_words(num_envs, f, c, fastest_is=f)})"
             return (f"recommended (throughput: {comparison_words(num_envs, f, c, fastest_is=f)}"
                     f": the smaller is picked)")
-        open_ = [n for n, c in speed.comparisons.items() if c.verdict is Verdict.UNRESOLVED
-                 and not num_envs < n]
+        # the pick is the fastest: every unresolved comparison could change it, a larger
+        # size's too (it may be the faster)
+        open_ = [n for n, c in speed.comparisons.items() if c.verdict is Verdict.UNRESOLVED]
         if speed.remeasure:
             other = speed.remeasure[1]
             words = comparison_words(min(other, f), max(other, f), speed.comparisons[other],
