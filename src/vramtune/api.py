@@ -596,7 +596,7 @@ class BenchPlan:
     timeout_s: float | None
     old: Any  # results.baseline.Snapshot | None
     xla: bool  # compile each size for XLA's figures (the deterministic tier)
-    normalise: bool  # time the reference computation between the trials
+    normalise: bool  # read each CPU trial's CPU share (steps per CPU second)
 
 
 @dataclass(frozen=True)
@@ -720,9 +720,9 @@ def bench(baseline: str | Path, profile: str | Path | Profile = "quick", *,
           on_trial_start: Callable[[int, int, int, int], None] | None = None,
           on_trial: Callable[[int, int, int, TrialResult], None] | None = None,
           on_step: Callable[[str], None] | None = None) -> BenchOutcome:
-    """Run the gate: XLA's figures per size, then ``repeat`` interleaved trials per size with
-    the reference computation timed between them, compared with the baseline (or, with
-    ``save``, written as it). Callbacks: ``on_trial_start(i, total, repeat_no, num_envs)``,
+    """Run the gate: XLA's figures per size, then ``repeat`` interleaved trials per size (on
+    CPU with each trial's CPU share read over its measuring window), compared with the
+    baseline (or, with ``save``, written as it). Callbacks: ``on_trial_start(i, total, repeat_no, num_envs)``,
     ``on_trial(i, total, repeat_no, result)``, ``on_step(message)``."""
     plan = prepare_bench(baseline, profile, sizes=sizes, repeat=repeat, save=save, force=force,
                          max_mem_increase=max_mem_increase, max_speed_drop=max_speed_drop,
