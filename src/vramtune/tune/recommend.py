@@ -181,9 +181,8 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     speed: SpeedPick | None = None
     if candidates and best is not None:
         if objective is Objective.THROUGHPUT:
-            # Decided by measurement: an overlap of two noisy ranges decided nothing (on a
-            # noisy CPU every row 'tied' and the smallest won; on an H100 1536 envs won over
-            # 1920, 26% faster).
+            # Decided by measurement (tune.speed): an overlap of two noisy ranges decides
+            # nothing, or on a noisy CPU every row ties and the smallest always wins.
             by_size: dict[int, list[TrialResult]] = {}
             for r in candidates:
                 by_size.setdefault(r.num_envs, []).append(r)

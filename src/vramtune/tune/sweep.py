@@ -358,7 +358,7 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
         sizes = sorted(set(fitting) | {n for n in doubling_sizes(space) if n < fitting[0]},
                        reverse=True)
     by_size: dict[int, list[TrialResult]] = {}
-    for r in results:  # one pass: a resumed file may hold thousands of sizes (was quadratic)
+    for r in results:  # one pass: a resumed file may hold thousands of sizes
         by_size.setdefault(r.num_envs, []).append(r)
     best: TrialResult | None = None
     for n in sizes:
