@@ -105,10 +105,8 @@ def distinguishable(baseline: Sequence[float], candidate: Sequence[float],
         apart = max(candidate) < min(baseline)
     if apart or min(len(baseline), len(candidate)) < RANK_TEST_MIN_REPEATS:
         return Distinguishable(apart, "ranges")
-    try:
-        from scipy.stats import mannwhitneyu
-    except ImportError:  # scipy comes with jax; without it the range test stands alone
-        return Distinguishable(apart, "ranges")
+    from scipy.stats import mannwhitneyu  # a core dependency; imported when a test needs it
+
     p = float(mannwhitneyu(candidate, baseline, alternative="greater" if higher else "less").pvalue)
     return Distinguishable(p < RANK_TEST_ALPHA, "mann-whitney", p)
 
