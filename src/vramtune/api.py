@@ -44,7 +44,14 @@ from vramtune.records import Objective, Purpose, TrialResult
 from vramtune.results.frame import runs_frame
 from vramtune.results.store import Run, RunHeader, find_runs, load_run
 from vramtune.schema import MAX_NUM_ENVS
-from vramtune.tune.budgets import Emission, Measurements, choose_for_budget, merge_runs
+from vramtune.tune.budgets import (
+    Emission,
+    Measurements,
+    choose_for_budget,
+    merge_runs,
+    run_objective,
+    run_speed_margin,
+)
 from vramtune.tune.planner import Step
 from vramtune.tune.recommend import Recommendation, choose
 from vramtune.tune.request import SweepRequest
@@ -532,13 +539,11 @@ def choose_in_run(run: Run, *, headroom: Percent = None,
                   objective: str | Objective | None = None) -> RunChoice:
     """Re-choose within a saved sweep at its own budget: headroom and objective default to
     the sweep's own (throughput when its header does not say)."""
-    from vramtune.tune.budgets import run_objective
-
     fraction = as_fraction(headroom)
     fraction = run.header.headroom_fraction if fraction is None else fraction
     goal = as_objective(objective) or run_objective(run) or Objective.THROUGHPUT
-    return RunChoice(run, choose(run.results, run.header.budget_bytes, fraction, goal),
-                     fraction, goal)
+    return RunChoice(run, choose(run.results, run.header.budget_bytes, fraction, goal,
+                                 margin=run_speed_margin(run)), fraction, goal)
 
 
 # --- bench: the CI regression gate ----------------------------------------------------------
@@ -591,7 +596,7 @@ class BenchPlan:
     timeout_s: float | None
     old: Any  # results.baseline.Snapshot | None
     xla: bool  # compile each size for XLA's figures (the deterministic tier)
-    normalise: bool  # time the reference computation between the trials
+    normalise: bool  # read each CPU trial's CPU share (steps per CPU second)
 
 
 @dataclass(frozen=True)
@@ -715,9 +720,9 @@ def bench(baseline: str | Path, profile: str | Path | Profile = "quick", *,
           on_trial_start: Callable[[int, int, int, int], None] | None = None,
           on_trial: Callable[[int, int, int, TrialResult], None] | None = None,
           on_step: Callable[[str], None] | None = None) -> BenchOutcome:
-    """Run the gate: XLA's figures per size, then ``repeat`` interleaved trials per size with
-    the reference computation timed between them, compared with the baseline (or, with
-    ``save``, written as it). Callbacks: ``on_trial_start(i, total, repeat_no, num_envs)``,
+    """Run the gate: XLA's figures per size, then ``repeat`` interleaved trials per size (on
+    CPU with each trial's CPU share read over its measuring window), compared with the
+    baseline (or, with ``save``, written as it). Callbacks: ``on_trial_start(i, total, repeat_no, num_envs)``,
     ``on_trial(i, total, repeat_no, result)``, ``on_step(message)``."""
     plan = prepare_bench(baseline, profile, sizes=sizes, repeat=repeat, save=save, force=force,
                          max_mem_increase=max_mem_increase, max_speed_drop=max_speed_drop,

@@ -67,6 +67,9 @@ class Purpose(StrEnum):
     ALONE = "alone"  # a fitting size run with nothing beside it, for its steps/s
 
 
+MAX_RECORDED_INTERVALS = 64  # per-interval rates a record keeps (the trial's last ones)
+
+
 @dataclass(frozen=True)
 class TrialResult:
     status: Status
@@ -107,7 +110,7 @@ class TrialResult:
     steps_per_s_min: float | None = None
     steps_per_s_max: float | None = None
     # steady throughput: the 95% interval of the median (order statistics), the per-interval
-    # rates it came from (at most 64, the last ones), and whether that interval was within
+    # rates it came from (at most MAX_RECORDED_INTERVALS, the last ones), and whether that interval was within
     # the profile's measure.speed_tolerance when the trial stopped
     steps_per_s_ci_low: float | None = None
     steps_per_s_ci_high: float | None = None

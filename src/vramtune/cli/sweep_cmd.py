@@ -271,7 +271,7 @@ def sweep(
                             "A100,H100; each its own run directory under --out.")] = None,
     speed_margin: Annotated[str | None, typer.Option(
         "--speed-margin", help="Steps/s closer than this count as the same speed "
-                               "(default 2%).")] = None,
+                               "(default 2%; on --resume the run's own).")] = None,
     wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
 ) -> None:
     """Find the num_envs boundary under a memory budget from real trials, recommend."""

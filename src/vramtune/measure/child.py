@@ -21,6 +21,7 @@ from typing import Any
 from vramtune.measure.probe import rlimit_data_in_force, runtime_devices, set_rlimit_data
 from vramtune.measure.rates import median_interval
 from vramtune.measure.wire import ChildReport, TrialSpec, encode_event
+from vramtune.records import MAX_RECORDED_INTERVALS
 from vramtune.results.files import write_atomic
 
 
@@ -137,7 +138,6 @@ def _pool_peak_bytes() -> int | None:
 
 
 EPOCHS_PER_INTERVAL = 64  # the epoch budget allows intervals this many epochs long
-MAX_RECORDED_INTERVALS = 64  # per-interval rates kept in the record (the last ones)
 
 
 class _Intervals:

@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from vramtune.errors import UserError
-from vramtune.records import Objective, Purpose, Status, TrialResult, utc_now
+from vramtune.records import (
+    MAX_RECORDED_INTERVALS,
+    Objective,
+    Purpose,
+    Status,
+    TrialResult,
+    utc_now,
+)
 from vramtune.results.typed import typed
 from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, describe, is_int, is_number, kind
 
@@ -260,7 +267,6 @@ _NULLABLE_INTS = {
 _NULLABLE_SECONDS_OR_RATES = ("compile_s", "steps_per_s", "steps_per_s_min", "steps_per_s_max",
                               "steps_per_s_ci_low", "steps_per_s_ci_high",
                               "measure_window_s", "wall_s")
-MAX_RECORDED_INTERVALS = 64
 _NULLABLE_TEXTS = ("backend", "device_kind", "cap", "nvml_note", "error_type", "error_where",
                    "gpu_name", "gpu_driver", "timestamp")
 

@@ -12,12 +12,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vramtune.errors import UserError
-from vramtune.records import FAILED_BY_MEMORY, Purpose, Status, TrialResult, any_gpu, memory_kind
+from vramtune.records import (
+    FAILED_BY_MEMORY,
+    Objective,
+    Purpose,
+    Status,
+    TrialResult,
+    any_gpu,
+    memory_kind,
+)
 from vramtune.results.frame import counted_records, one_per_size
 from vramtune.results.store import Run
 from vramtune.tune import model as mm
 from vramtune.tune.planner import SearchSpace, candidates, keeps_base_unrolls, model_figure_bytes
-from vramtune.tune.recommend import Objective, Recommendation, choose, fits
+from vramtune.tune.recommend import Recommendation, choose, fits
+from vramtune.tune.speed import DEFAULT_MARGIN
 from vramtune.units import both_units, budget_label, format_bytes, headroom_limit_bytes
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
 from vramtune.workload.rules import BatchShape, lr_scaling_hint, violations
@@ -41,6 +50,7 @@ class Measurements:
     sweep_budget_bytes: tuple[int | None, ...]  # each run's cap (None: uncapped)
     every_result: tuple[TrialResult, ...] = ()  # all records, repeats and confirmations too
     objective: Objective | None = None  # the sweeps' own objective, when they agree
+    speed_margin: float = DEFAULT_MARGIN  # the sweeps' own, when they agree
 
     @property
     def on_gpu(self) -> bool:
@@ -115,7 +125,7 @@ def merge_runs(runs: Sequence[Run]) -> Measurements:
         results=one_per_size(res for run in runs for res in run.results),
         sweep_budget_bytes=tuple(r.header.budget_bytes for r in runs),
         every_result=tuple(res for run in runs for res in run.results),
-        objective=_common_objective(runs))
+        objective=_common_objective(runs), speed_margin=_common_margin(runs))
 
 
 def run_objective(run: Run) -> Objective | None:
@@ -125,6 +135,21 @@ def run_objective(run: Run) -> Objective | None:
         return None if value is None else Objective(value)
     except ValueError:
         return None
+
+
+def run_speed_margin(run: Run) -> float:
+    """The speed margin the sweep chose with (its header's; 2% where it does not say), so a
+    re-choice picks what the sweep picked."""
+    value = (getattr(run.header, "search", None) or {}).get("speed_margin")
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not 0 <= value < 1):  # also rejects nan
+        return DEFAULT_MARGIN
+    return float(value)
+
+
+def _common_margin(runs: Sequence[Run]) -> float:
+    named = {run_speed_margin(run) for run in runs}
+    return named.pop() if len(named) == 1 else DEFAULT_MARGIN
 
 
 def _common_objective(runs: Sequence[Run]) -> Objective | None:
@@ -151,7 +176,7 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
     # Every record, not one per size: the ranking must use the search trials (as the sweep
     # did), and a size is proven only by all of its runs.
     rec = choose(counted_records(source.every_result) or source.results, budget_bytes,
-                 headroom, objective)
+                 headroom, objective, margin=source.speed_margin)
     notices: list[str] = []
     label = budget_label(budget_bytes)
     mem = source.memory_label

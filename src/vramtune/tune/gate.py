@@ -20,6 +20,7 @@ from another machine are not comparable, so the CLI refuses them unless forced.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,10 +106,8 @@ def distinguishable(baseline: Sequence[float], candidate: Sequence[float],
         apart = max(candidate) < min(baseline)
     if apart or min(len(baseline), len(candidate)) < RANK_TEST_MIN_REPEATS:
         return Distinguishable(apart, "ranges")
-    try:
-        from scipy.stats import mannwhitneyu
-    except ImportError:  # scipy comes with jax; without it the range test stands alone
-        return Distinguishable(apart, "ranges")
+    from scipy.stats import mannwhitneyu  # a core dependency; imported when a test needs it
+
     p = float(mannwhitneyu(candidate, baseline, alternative="greater" if higher else "less").pvalue)
     return Distinguishable(p < RANK_TEST_ALPHA, "mann-whitney", p)
 
@@ -141,7 +140,12 @@ class MetricRow:
         if self.metric == "status":
             return (f"trials {self.verdict} {at} ({self.candidate_statuses}"
                     + (f": {self.detail}" if self.detail else "") + ")")
-        change = "n/a" if self.change is None else f"{self.change:+.1%}"
+        if self.change is not None:
+            change = f"{self.change:+.1%}"
+        elif self.baseline_median == 0 and self.candidate_median:
+            change = f"from 0 to {self.candidate_median:.4g}"
+        else:
+            change = "n/a"
         text = f"{self.label} {change} {at}"
         if self.p_value is not None:
             text += f", p={self.p_value:.2g}"
@@ -191,6 +195,10 @@ def _xla_moves(base: XlaFigures, cand: XlaFigures) -> list[tuple[str, float, flo
     return moves
 
 
+def _move_words(b: float, c: float, change: float) -> str:
+    return f"{change:+.1%}" if math.isfinite(change) else f"from 0 to {c:.4g}"
+
+
 def _version_changes(base: dict[str, str], cand: dict[str, str]) -> list[str]:
     return [f"{k} {base.get(k, 'n/a')} -> {cand.get(k, 'n/a')}"
             for k in sorted(set(base) | set(cand))
@@ -222,14 +230,15 @@ def compare_xla(n: int, base: XlaFigures | None, cand: XlaFigures | None, thresh
            if (ch < -threshold if k in XLA_LOWER_IS_WORSE else ch > threshold)]
     good = [(k, b, c, ch) for k, b, c, ch in moves
             if (ch > threshold if k in XLA_LOWER_IS_WORSE else ch < -threshold)]
-    listed = ", ".join(f"{XLA_LABELS[k]} {ch:+.1%}" for k, _, _, ch in moves[:8])
+    listed = ", ".join(f"{XLA_LABELS[k]} {_move_words(b, c, ch)}" for k, b, c, ch in moves[:8])
     versions = _version_changes(base.versions, cand.versions)
     detail = listed
     if moves and versions:
         detail += f"; moved with the versions ({', '.join(versions)})"
     if bad or good:
         key, b, c, change = max(bad or good, key=lambda m: abs(m[3]))
-        return row(f"XLA {XLA_LABELS[key]}", b, c, change,
+        # a move from 0 has no relative change: None (the detail says 'from 0')
+        return row(f"XLA {XLA_LABELS[key]}", b, c, change if math.isfinite(change) else None,
                    Verdict.WORSE if bad else Verdict.BETTER, detail)
     total_change = cand.total_bytes / base.total_bytes - 1 if base.total_bytes else None
     return row("XLA total bytes", base.total_bytes, cand.total_bytes, total_change,

@@ -181,9 +181,8 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     speed: SpeedPick | None = None
     if candidates and best is not None:
         if objective is Objective.THROUGHPUT:
-            # Decided by measurement: an overlap of two noisy ranges decided nothing (on a
-            # noisy CPU every row 'tied' and the smallest won; on an H100 1536 envs won over
-            # 1920, 26% faster).
+            # Decided by measurement (tune.speed): an overlap of two noisy ranges decides
+            # nothing, or on a noisy CPU every row ties and the smallest always wins.
             by_size: dict[int, list[TrialResult]] = {}
             for r in candidates:
                 by_size.setdefault(r.num_envs, []).append(r)
@@ -241,8 +240,9 @@ def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
                 return f"recommended (throughput: {comparison_words(num_envs, f, c, fastest_is=f)})"
             return (f"recommended (throughput: {comparison_words(num_envs, f, c, fastest_is=f)}"
                     f": the smaller is picked)")
-        open_ = [n for n, c in speed.comparisons.items() if c.verdict is Verdict.UNRESOLVED
-                 and not num_envs < n]
+        # the pick is the fastest: every unresolved comparison could change it, a larger
+        # size's too (it may be the faster)
+        open_ = [n for n, c in speed.comparisons.items() if c.verdict is Verdict.UNRESOLVED]
         if speed.remeasure:
             other = speed.remeasure[1]
             words = comparison_words(min(other, f), max(other, f), speed.comparisons[other],

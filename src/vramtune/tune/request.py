@@ -50,10 +50,10 @@ def as_search(value: str | SearchMethod | None) -> SearchMethod | None:
     return as_choice(value, SearchMethod, "search")
 
 
-def as_margin(value: Percent, what: str = "--speed-margin") -> float:
-    """A speed margin: a fraction in [0, 1) ('2%' or 0.02), finite."""
-    fraction = as_fraction(value, what)
-    return DEFAULT_SPEED_MARGIN_FRACTION if fraction is None else fraction
+def as_margin(value: Percent, what: str = "--speed-margin") -> float | None:
+    """A speed margin: a fraction in [0, 1) ('2%' or 0.02), finite; None stays None (the
+    default, or on resume the run's own)."""
+    return as_fraction(value, what)
 
 
 def as_types(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
@@ -90,8 +90,9 @@ class SweepRequest:
     ray_address: str | None = None  # None: a Ray cluster of the sweep's own on this machine
     gpu_type: str | None = None  # Ray accelerator type (A100, H100, ...) the trials run on
     gpu_types: tuple[str, ...] | None = None  # a mixed cluster: one sweep per type
-    # two sizes' steps/s closer than this fraction count as the same speed
-    speed_margin_fraction: float = DEFAULT_SPEED_MARGIN_FRACTION
+    # two sizes' steps/s closer than this fraction count as the same speed; None: 2%, or on
+    # resume the run's own
+    speed_margin_fraction: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.profile, str) and not self.profile.strip():
@@ -112,7 +113,7 @@ class SweepRequest:
             raise UserError(f"unknown executor {self.executor!r}: expected one of "
                             f"{', '.join(EXECUTORS)}")
         margin = self.speed_margin_fraction
-        if (isinstance(margin, bool) or not isinstance(margin, int | float)
+        if margin is not None and (isinstance(margin, bool) or not isinstance(margin, int | float)
                 or not math.isfinite(margin) or not 0 <= margin < 1):
             raise UserError(f"--speed-margin must be at least 0% and below 100%, got {margin!r}")
 
@@ -202,6 +203,11 @@ def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:
     objective = r.objective
     if objective is None and searched.get("objective"):
         objective = Objective(searched["objective"])
+    # The margin decides the pick, not what a trial measures: a resume may set another, and
+    # one left open is the run's own (its re-measured pairs were asked for under it).
+    margin = r.speed_margin_fraction
+    if margin is None:
+        margin = searched.get("speed_margin")
     given = r.profile if isinstance(r.profile, Profile) else None
     saved = with_saved_factory(profile_from_dict(header.profile, source=str(where)),
                                run_directory(where), given)
@@ -218,7 +224,7 @@ def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:
         cache=ran_with, devices=ran_on,
         # a run that did not record its search method searched by bisection
         search=r.search or SearchMethod(searched.get("search", SearchMethod.BISECT)),
-        executor=executor, ray_address=address, gpu_type=gpu_type)
+        executor=executor, ray_address=address, gpu_type=gpu_type, speed_margin_fraction=margin)
 
 
 @dataclass(frozen=True)
@@ -305,6 +311,8 @@ def resolve(request: SweepRequest) -> SweepPlan:
                         "once as the cluster has GPUs (or CPUs)")
     devices = 1 if r.devices is None else r.devices
     confirm = True if r.confirm is None else r.confirm
+    margin = (DEFAULT_SPEED_MARGIN_FRACTION if r.speed_margin_fraction is None
+              else r.speed_margin_fraction)
     config = SweepConfig(prof, r.budget_bytes,
                          (DEFAULT_HEADROOM_FRACTION if r.headroom_fraction is None
                           else r.headroom_fraction),
@@ -312,9 +320,10 @@ def resolve(request: SweepRequest) -> SweepPlan:
                          compile_cache_dir=compile_cache_dir(r.cache),
                          cache_under_cpu_cap=r.cache is True, device_count=devices,
                          objective=objective, confirm=confirm, confirm_steps=r.confirm_steps,
-                         search=method, speed_margin=r.speed_margin_fraction)
+                         search=method, speed_margin=margin)
     search = {"start": start, "max_envs": max_envs, "refine": refine,
               "objective": str(objective), "confirm": confirm, "confirm_steps": r.confirm_steps,
               "devices": devices, "search": str(method), "parallel": r.parallel,
-              "executor": kind, "cache": next(k for k, v in CACHE_MODES.items() if v is r.cache)}
+              "executor": kind, "cache": next(k for k, v in CACHE_MODES.items() if v is r.cache),
+              "speed_margin": margin}
     return SweepPlan(config, kind, r.ray_address, r.gpu_type, r.parallel, r.standby, search)

@@ -175,10 +175,6 @@ class SpeedPick:
     exhausted: bool = False  # unresolved, and no re-measurement is left: fastest median picked
     rates: dict[int, Rates] = field(default_factory=dict)  # each candidate's evidence
 
-    @property
-    def versus_fastest(self) -> Comparison | None:
-        return self.comparisons.get(self.num_envs)
-
 
 def pick_fastest(candidates: Sequence[Rates], margin: float = DEFAULT_MARGIN,
                  remeasure_left: bool = True) -> SpeedPick | None:

@@ -159,15 +159,20 @@ def prepare(request: SweepRequest, *, nvml: Nvml | None = None) -> PreparedSweep
     if previous is None and request.out is not None:
         check_new_run(request.out)  # before a cluster is started or joined for nothing
     lock: RunLock | None = None
-    if directory is not None:  # every option checked: lock, then read again under the lock
-        lock = lock_run(directory)  # (two resumes at once would run the same size twice)
-        previous = load_run(directory)
-    nvml = nvml if nvml is not None else Nvml()
-    executor = build_executor(plan, nvml)
+    executor: Executor | None = None
     try:
+        if directory is not None:  # every option checked: lock, then read again under it
+            lock = lock_run(directory)  # (two resumes at once would run the same size twice)
+            previous = load_run(directory)
+        nvml = nvml if nvml is not None else Nvml()
+        executor = build_executor(plan, nvml)
         prepared = _prepared(request.out, plan, previous, lock, nvml, executor)
     except BaseException:
-        executor.close()
+        # Released now, not when the frame goes: a notebook keeps its last error's frames.
+        if executor is not None:
+            executor.close()
+        if lock is not None:
+            lock.release()
         raise
     prepared.warnings.extend(executor.warnings)
     prepared.notice = executor.notice
@@ -240,6 +245,7 @@ def prepare_by_type(request: SweepRequest) -> tuple[Path, list[PreparedSweep]]:
         except BaseException:
             for p in prepared:
                 p.executor.close()
+                p.release()
             raise
     return parent, prepared
 
@@ -276,7 +282,11 @@ def _prepared(out: Path | None, plan: SweepPlan, previous: Run | None, lock: Run
         run_dir = out or Path("vramtune-runs") / f"{stamp}-{safe_name(config.profile.name)}"
         run_dir = Path(os.path.normpath(run_dir))  # as create_run makes it: 'next:' must work
         lock = create_run(run_dir, header)
-        save_factory(run_dir, config.profile)  # a notebook's env factory, for --resume
+        try:
+            save_factory(run_dir, config.profile)  # a notebook's env factory, for --resume
+        except BaseException:
+            lock.release()
+            raise
     executor.attach(run_dir)
     return PreparedSweep(config, config.objective, header, run_dir, state, executor, nvml,
                          warnings, lock)
@@ -358,7 +368,7 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
         sizes = sorted(set(fitting) | {n for n in doubling_sizes(space) if n < fitting[0]},
                        reverse=True)
     by_size: dict[int, list[TrialResult]] = {}
-    for r in results:  # one pass: a resumed file may hold thousands of sizes (was quadratic)
+    for r in results:  # one pass: a resumed file may hold thousands of sizes
         by_size.setdefault(r.num_envs, []).append(r)
     best: TrialResult | None = None
     for n in sizes:

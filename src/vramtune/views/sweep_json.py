@@ -20,6 +20,10 @@ def summary(state: SweepState, recommendation: Recommendation, run_dir: Path) ->
         "confirmed": (recommendation.confirmation.to_dict() if recommendation.confirmation
                       else None),
         "confirmed_line": recommendation.confirmed_line,
+        # the summary's throughput lines: the pick against the fastest fitting size, and the
+        # confirming run's steady rate against its trial's
+        "speed_line": recommendation.speed_line,
+        "confirm_speed_line": recommendation.confirm_speed_line,
         "notice": recommendation.notice,
         "speed_remeasure": {"pairs": remeasure_pairs(state.results),
                             "wall_s": remeasure_wall_s(state.results),

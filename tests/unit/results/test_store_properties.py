@@ -31,7 +31,9 @@ TRIAL = {"kind": "trial", **TrialResult(
     steps_per_s=15000.0, steps_per_s_min=14000.0, steps_per_s_max=16000.0,
     measured_intervals=3, host_peak_rss_bytes=500_000_000, wall_s=20.0,
     versions={"jax": "0.9.2"}, timestamp="2026-11-22T07:00:00+00:00", notes=("n",)).to_dict()}
-FLAKY = settings(max_examples=80, deadline=3000,
+# No deadline: the first example pays one-off costs (the readers' pydantic adapters, the
+# views' lazy imports) that took 3.8 s on a loaded 2-core machine, then ~0.1 s each.
+FLAKY = settings(max_examples=80, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow,
                                         HealthCheck.function_scoped_fixture])
 

@@ -172,3 +172,14 @@ def test_tiers_markdown_golden():
     assert "XLA temp bytes +6.2% at 256 envs (deterministic tier)" in text
     assert "steps/s (normalised) -1" in text and "(normalised tier)" in text
     assert_golden("tiers.md", text)
+
+
+def test_a_figure_that_grows_from_zero_is_worse_and_its_row_stays_valid_json():
+    import json
+
+    # jaxlib counts no generated code on CPU (0); a release that starts to is a move from 0
+    row = compare_xla(256, xla(), replace(xla(), generated_code_bytes=2 * MiB), 0.01)
+    assert row.verdict is Verdict.WORSE and row.label == "XLA code bytes"
+    assert row.change is None and "from 0" in row.detail
+    assert row.headline.startswith("XLA code bytes from 0 to ")
+    json.dumps(row.__dict__, allow_nan=False)

@@ -118,3 +118,46 @@ def test_a_shared_run_proves_memory_not_speed():
     oom = TrialResult(status=Status.OOM, profile="p", profile_hash="h", num_envs=256,
                       backend="cpu", shared_run=True)
     assert choose([r(128, 50_000, 1.0), oom, alone], 4 * GB, 0.1).chosen.num_envs == 128
+
+
+def test_report_and_emit_re_choose_with_the_sweeps_own_speed_margin():
+    from pathlib import Path
+
+    from vramtune.api import choose_in_run
+    from vramtune.results.store import Run, RunHeader
+    from vramtune.tune.budgets import choose_for_budget, merge_runs
+    from vramtune.workload.profile import load_profile
+
+    prof = load_profile("quick")
+    from dataclasses import replace
+
+    rows = tuple(replace(x, batch_size=x.num_envs, num_minibatches=4)  # 3% apart, no spread
+                 for x in (r(256, 97_000, 1.0), r(512, 100_000, 1.5)))
+
+    def run(search):
+        header = RunHeader(profile_name=prof.name, profile_hash=prof.hash,
+                           profile=prof.to_dict(), budget_bytes=4 * GB, headroom_fraction=0.1,
+                           machine={}, versions={}, search=search)
+        return Run(Path("run"), header, rows)
+
+    wide = run({"objective": "throughput", "speed_margin": 0.05})
+    assert choose_in_run(wide).recommendation.chosen.num_envs == 256
+    assert choose_for_budget(merge_runs([wide]), None).chosen.num_envs == 256
+    older = run({"objective": "throughput"})  # no margin recorded: the default 2%
+    assert choose_in_run(older).recommendation.chosen.num_envs == 512
+    assert choose_for_budget(merge_runs([older]), None).chosen.num_envs == 512
+
+
+def test_an_unresolved_larger_size_is_named_when_no_re_measurement_is_left():
+    def ranged(n, sps, low, high):
+        return TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=n,
+                           backend="cpu", steps_per_s=sps, steps_per_s_min=low,
+                           steps_per_s_max=high, host_peak_rss_bytes=GB)
+
+    # 1024's median is lower, but its range overlaps the fastest's: it may be the faster
+    rows = [ranged(512, 100_000, 90_000, 105_000), ranged(1024, 98_000, 80_000, 110_000)]
+    assert choose(rows, None, 0.1, remeasure_left=True).remeasure == (512, 1024)
+    done = choose(rows, None, 0.1, remeasure_left=False)
+    assert done.chosen.num_envs == 512 and done.speed.exhausted
+    assert "unresolved: 1024 vs 512" in done.reasons[512]
+    assert done.reasons[512].endswith("no re-measurement left: the faster median is picked)")

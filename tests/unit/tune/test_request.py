@@ -23,7 +23,7 @@ def test_a_speed_margin_outside_0_to_100_percent_is_one_line(bad):
 
 
 def test_the_speed_margin_reaches_the_config_as_a_fraction():
-    assert SweepRequest().speed_margin_fraction == 0.02
+    assert resolve(SweepRequest()).config.speed_margin == 0.02
     assert resolve(SweepRequest.parse("quick", speed_margin="5%")).config.speed_margin == 0.05
     assert resolve(SweepRequest(speed_margin_fraction=0.0)).config.speed_margin == 0.0
 
@@ -58,3 +58,14 @@ def test_a_resumed_run_fills_what_the_request_leaves_open():
 def test_a_flag_that_contradicts_the_resumed_run_is_refused(options):
     with pytest.raises(UserError):
         reconcile(SweepRequest(resume="run", **options), _header())
+
+
+def test_a_resumed_run_keeps_its_speed_margin_unless_told_otherwise():
+    plan = resolve(SweepRequest.parse("quick", speed_margin="5%"))
+    assert plan.search["speed_margin"] == 0.05  # recorded in the run's header
+    header = _header(speed_margin=plan.search["speed_margin"])
+    assert resolve(reconcile(SweepRequest(resume="run"), header)).config.speed_margin == 0.05
+    given = SweepRequest.parse(resume="run", speed_margin="1%")
+    assert resolve(reconcile(given, header)).config.speed_margin == 0.01
+    # a run that did not record it chose with the default
+    assert resolve(reconcile(SweepRequest(resume="run"), _header())).config.speed_margin == 0.02

@@ -259,3 +259,27 @@ def test_no_remeasurement_for_other_objectives_or_a_zero_budget():
     for cfg in (config(Objective.MAX_ENVS), replace(config(), speed_remeasure=0)):
         (step,) = next_steps(cfg, UNRESOLVED, cfg.space(), 1)
         assert step.phase is StepKind.REPEATING
+
+
+def test_a_resume_that_fails_after_locking_leaves_the_run_unlocked(tmp_path):
+    """A notebook keeps the failed call's frames (and so its lock) alive: a resume that fails
+    after taking the lock must release it, or the next try in that kernel is refused."""
+    import pytest
+
+    from vramtune.errors import UserError
+    from vramtune.results.store import lock_run
+    from vramtune.tune.sweep import SweepRequest, prepare
+
+    class BrokenNvml:  # the device facts fail to read, after the lock is taken
+        notice = None
+
+        @property
+        def available(self):
+            raise UserError("NVML broke")
+
+    directory, _ = _run_without_lock(tmp_path)
+    with pytest.raises(UserError, match="NVML broke") as caught:
+        prepare(SweepRequest(resume=directory), nvml=BrokenNvml())
+    # ``caught`` holds the traceback, as a notebook's last error does
+    lock_run(directory).release()  # not held by the failed call
+    assert caught.value is not None

@@ -1,0 +1,23 @@
+"""sweep --json carries the throughput lines the terminal summary prints."""
+
+import json
+from pathlib import Path
+
+from vramtune.records import Status, TrialResult
+from vramtune.tune.recommend import choose
+from vramtune.tune.sweep import SweepState
+from vramtune.views.sweep_json import summary
+
+
+def _trial(n: int, sps: float) -> TrialResult:
+    return TrialResult(status=Status.OK, profile="p", profile_hash="h", num_envs=n,
+                       backend="cpu", steps_per_s=sps, host_peak_rss_bytes=10**8,
+                       steps_per_s_intervals=[sps * (1 + d) for d in (-0.01, 0, 0.01)] * 4)
+
+
+def test_the_json_summary_holds_the_pick_against_the_fastest():
+    state = SweepState(results=[_trial(64, 50_000.0), _trial(128, 100_000.0)])
+    rec = choose(state.results, None, 0.1)
+    data = json.loads(json.dumps(summary(state, rec, Path("run"))))
+    assert data["speed_line"] == rec.speed_line and data["speed_line"].startswith("steady ")
+    assert data["confirm_speed_line"] is None  # no confirming run
