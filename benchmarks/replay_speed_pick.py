@@ -21,10 +21,18 @@ from pathlib import Path
 
 from vramtune.records import TrialResult
 from vramtune.results.store import trial_from_dict
-from vramtune.tune.recommend import choose, fits, ties
+from vramtune.tune.recommend import choose, fits
 
 GPU_RUN = Path(__file__).parent / "results" / "gpu" / "sweep_2GB_results.jsonl"
 TARGET_LEFT = 0.03  # the issue's bound on what the pick may leave against the fastest
+
+
+
+def ties(r: TrialResult, best: TrialResult) -> bool:
+    """The old tie rule, kept here to replay it: a steps/s range that overlaps the fastest's."""
+    if r.steps_per_s_max is None or best.steps_per_s_min is None:
+        return False
+    return r.steps_per_s_max >= best.steps_per_s_min
 
 
 def load(path: Path) -> tuple[dict, list[TrialResult]]:

@@ -738,7 +738,7 @@ def run_bench(plan: BenchPlan, *,
     """Measure a prepared bench and compare (or merge for saving); writes nothing."""
     from vramtune import machine
     from vramtune.measure.cap import plan_cap
-    from vramtune.measure.reference import REFERENCE, CpuShare
+    from vramtune.measure.cpu_share import REFERENCE, CpuShare
     from vramtune.measure.wire import TrialPhase
     from vramtune.records import Status
     from vramtune.results.baseline import key_from_results, merge_for_save, snapshot_from_results

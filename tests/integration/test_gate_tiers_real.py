@@ -9,8 +9,8 @@ import time
 import yaml
 
 from vramtune.measure.cap import plan_cap
+from vramtune.measure.cpu_share import CpuShare
 from vramtune.measure.footprint import FootprintProbe
-from vramtune.measure.reference import CpuShare
 from vramtune.workload.profile import builtin_profiles, load_profile
 
 

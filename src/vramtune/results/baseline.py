@@ -63,7 +63,7 @@ class Sample:
     steps_per_s: float | None
     compile_s: float | None = None
     error: str | None = None  # first line of the error, for failed trials
-    # CPU seconds the trial used per wall second of its measuring window (measure.reference)
+    # CPU seconds the trial used per wall second of its measuring window (measure.cpu_share)
     cpu_s_per_s: float | None = None
 
     @classmethod
@@ -173,7 +173,7 @@ class Snapshot:
     created: str | None = None
     updated: str | None = None
     cap_bytes: int | None = None  # the --gpu-mem budget the trials ran under; None: uncapped
-    reference: str | None = None  # what normalised steps/s (measure.reference.REFERENCE)
+    reference: str | None = None  # what normalised steps/s (measure.cpu_share.REFERENCE)
     older_format: int | None = None  # the schema version of an older file this was read from
 
     def size(self, num_envs: int) -> SizeRecord | None:

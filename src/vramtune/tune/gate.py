@@ -10,7 +10,7 @@ in three tiers.
   (asv's rule: a ratio alone would fail CI on every noisy runner, distinguishability alone on
   every 1% drift).
 - normalised: steps per CPU second (steps/s over the CPU seconds per second the trial's
-  process used while it measured, ``measure.reference``), by the same rule: a busy runner's
+  process used while it measured, ``measure.cpu_share``), by the same rule: a busy runner's
   neighbours divide out. A baseline without CPU shares falls back to raw steps/s.
 Direction matters: more memory, flops or bytes are worse, more steps/s is better.
 

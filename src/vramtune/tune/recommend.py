@@ -223,13 +223,6 @@ def past_boundary(result: TrialResult, limit_bytes: int | None) -> bool:
             and under_line(result, limit_bytes) is False)
 
 
-def ties(r: TrialResult, best: TrialResult) -> bool:
-    """Its steps/s range overlaps the fastest's: the measurements do not say which is faster."""
-    if r.steps_per_s_max is None or best.steps_per_s_min is None:
-        return False
-    return r.steps_per_s_max >= best.steps_per_s_min
-
-
 def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
     """Why a fitting size was or was not the throughput pick, in figures."""
     f = speed.fastest

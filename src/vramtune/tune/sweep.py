@@ -56,11 +56,12 @@ from vramtune.tune.recommend import (
     choose,
     fits,
     past_boundary,
-    ties,
+    size_rates,
 )
 from vramtune.tune.request import (
     CACHE_MODES,
     DEFAULT_REFINE,
+    DEFAULT_SPEED_MARGIN_FRACTION,
     SweepConfig,
     SweepPlan,
     SweepRequest,
@@ -68,6 +69,7 @@ from vramtune.tune.request import (
     reconcile,
     resolve,
 )
+from vramtune.tune.speed import Verdict, compare_rates
 from vramtune.workload.pickled import save_factory
 from vramtune.workload.profile import safe_name
 
@@ -382,7 +384,7 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
         if not measured:
             continue  # ran alone and has no steps/s to compare: running it again will not help
         fastest = max(measured, key=lambda r: r.steps_per_s or 0.0)
-        if best is not None and _clearly_slower(fastest, best, config.objective):
+        if best is not None and _clearly_slower(fastest, best, config.objective, config.speed_margin):
             break
         if best is None or (fastest.steps_per_s or 0.0) > (best.steps_per_s or 0.0):
             best = fastest
@@ -438,10 +440,14 @@ def remeasure_steps(config: SweepConfig, results: Sequence[TrialResult]) -> list
     return [Step(StepKind.ALONE, a, why), Step(StepKind.ALONE, b, why)]
 
 
-def _clearly_slower(r: TrialResult, best: TrialResult, objective: Objective) -> bool:
+def _clearly_slower(r: TrialResult, best: TrialResult, objective: Objective,
+                    margin: float = DEFAULT_SPEED_MARGIN_FRACTION) -> bool:
+    """Slower by the rule the pick uses (``speed.compare_rates``): measuring sizes alone
+    stops at the first one the measurements call slower, not at a range that merely misses."""
     if objective is Objective.KNEE:
         return (r.steps_per_s or 0.0) < (best.steps_per_s or 0.0) * (1 - KNEE_TOLERANCE)
-    return (r.steps_per_s or 0.0) < (best.steps_per_s or 0.0) and not ties(r, best)
+    c = compare_rates(size_rates(r.num_envs, [r]), size_rates(best.num_envs, [best]), margin)
+    return c.verdict is Verdict.FASTER and not c.a_faster
 
 
 STEP_DOWN = 3  # sizes measured (searched, then proven) below a failed proof run, at most
