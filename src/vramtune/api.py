@@ -54,7 +54,7 @@ from vramtune.tune.budgets import (
 )
 from vramtune.tune.planner import Step
 from vramtune.tune.recommend import Recommendation, choose
-from vramtune.tune.request import SweepRequest
+from vramtune.tune.request import DEFAULT_SPEED_MARGIN_FRACTION, SweepRequest, as_margin
 from vramtune.tune.sweep import (
     PreparedSweep,
     prepare,
@@ -311,11 +311,15 @@ def trial(profile: str | Path | Profile | Mapping[str, Any] = "quick",
 
 def recommend(results: list[TrialResult] | tuple[TrialResult, ...], *, gpu_mem: Size = None,
               headroom: Percent = "10%",
-              objective: str | Objective = Objective.THROUGHPUT) -> Recommendation:
-    """The measured pick among ``results`` for a budget (never a size that was not run)."""
+              objective: str | Objective = Objective.THROUGHPUT,
+              speed_margin: Percent = None) -> Recommendation:
+    """The measured pick among ``results`` for a budget (never a size that was not run);
+    ``speed_margin`` as the sweep's (default 2%)."""
     fraction = as_fraction(headroom)
+    margin = as_margin(speed_margin)
     return choose(results, as_bytes(gpu_mem), 0.0 if fraction is None else fraction,
-                  as_objective(objective) or Objective.THROUGHPUT)
+                  as_objective(objective) or Objective.THROUGHPUT,
+                  margin=DEFAULT_SPEED_MARGIN_FRACTION if margin is None else margin)
 
 
 MAX_NUM_TIMESTEPS = 10**15

@@ -69,9 +69,16 @@ class Recommendation:
         c, run = self.chosen, self.confirmation
         if c is None or run is None or not c.steps_per_s or not run.steps_per_s:
             return None
-        ratio = run.steps_per_s / c.steps_per_s
+        # Against the size's pooled rate (every ranked run of it), not its fastest run: once
+        # a size was re-measured, its fastest run alone would read the ratio low.
+        pooled = self._rates(c.num_envs)
+        if pooled is not None and pooled.median:
+            trial_rate, trial_words = pooled.median, _rate_with_interval(pooled)
+        else:
+            trial_rate, trial_words = c.steps_per_s, _rate_with_interval_of(c)
+        ratio = run.steps_per_s / trial_rate
         line = (f"confirming run {_rate_with_interval_of(run)} steps/s beside its trial's "
-                f"{_rate_with_interval_of(c)}: ratio {ratio:.2f}")
+                f"{trial_words}: ratio {ratio:.2f}")
         if not CONFIRM_RATIO_OK[0] <= ratio <= CONFIRM_RATIO_OK[1]:
             line += (" (finding: the trial's steps/s misread the long run's by "
                      f"{abs(ratio - 1):.0%})")
