@@ -609,9 +609,14 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
         timeout_s = confirm_timeout_s(config, chosen, steps)
     elif step.phase is StepKind.REPEATING:
         purpose = Purpose.REPEAT
+    # A run alone measures steps/s only: its size's memory was proven by a cold search
+    # trial, and a cache hit can only lower a CPU peak, never admit a size that does not fit.
+    # So it may use the compile cache under a CPU cap (its steps/s are the same): re-measure
+    # pairs then compile once per size instead of once per run.
+    cached = config.cache_under_cpu_cap or purpose is Purpose.ALONE
     return TrialRequest(config.profile, step.num_envs, budget_bytes=config.budget_bytes,
                         timeout_s=timeout_s, compile_cache_dir=config.compile_cache_dir,
-                        cache_under_cpu_cap=config.cache_under_cpu_cap,
+                        cache_under_cpu_cap=cached,
                         purpose=purpose, training_steps=steps, cap_bytes=config.limit_bytes,
                         device_count=config.device_count,
                         alone=purpose is not Purpose.SEARCH)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vramtune.records import Purpose, Status, TrialResult
-from vramtune.tune.planner import SearchMethod, StepKind
+from vramtune.tune.planner import SearchMethod, Step, StepKind
 from vramtune.tune.recommend import Objective
 from vramtune.tune.sweep import SweepConfig, alone_steps, next_steps, trial_request
 from vramtune.workload.profile import load_profile
@@ -63,6 +63,11 @@ def test_shared_fits_are_measured_alone_from_the_top_until_clearly_slower():
     assert step.phase is StepKind.ALONE and step.num_envs == 1408 and "shared" in step.reason
     request = trial_request(cfg, shared, step)
     assert request.purpose is Purpose.ALONE and request.alone
+    # a run alone measures speed only: it may use the compile cache under a CPU cap; a search
+    # trial, whose cold peak decides the boundary, may not
+    assert request.cache_under_cpu_cap
+    search = trial_request(cfg, SEARCHED, Step(StepKind.DOUBLING, 512, "search"))
+    assert not search.cache_under_cpu_cap
     done = [*shared, rec(1408, sps=10_000, purpose=Purpose.ALONE)]
     (step,) = next_steps(cfg, done, cfg.space(), 2)
     assert step.num_envs == 1024  # its steps/s might still beat 1408's
