@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+from pathlib import Path
 
 from vramtune import machine
 
@@ -17,3 +19,13 @@ def banner(title: str) -> None:
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def save(path: Path, data: dict) -> dict:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return data

@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import banner
+from _common import banner, load_average, save
 
 HERE = Path(__file__).resolve().parent
 USER_TRAIN = HERE / "user_train.py"
@@ -52,16 +52,6 @@ def budget_bytes(text: str) -> int:
 
 def seconds_left(stop_at: dt.datetime) -> float:
     return (stop_at - dt.datetime.now(dt.UTC)).total_seconds()
-
-
-def load_average() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def save(path: Path, data: dict) -> dict:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n")
-    return data
 
 
 SWEEP_OPTS: list[str] = ["--start", "256"]  # main() replaces it from --objective / --start

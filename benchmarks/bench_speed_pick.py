@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 import yaml
-from _common import banner
+from _common import banner, load_average, save
 
 from vramtune.results.store import trial_from_dict
 from vramtune.tune.recommend import fits, past_boundary
@@ -44,16 +44,6 @@ HERE = Path(__file__).parent
 VRAMTUNE = [sys.executable, "-c", "from vramtune.cli.app import run; run()"]
 HEADROOM = 0.10  # the sweep's default
 TARGET_EACH, TARGET_MEDIAN, TARGET_WALL = 0.97, 0.98, 1.3
-
-
-def load_average() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def save(path: Path, data: dict) -> dict:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n")
-    return data
 
 
 def env_for(src: Path) -> dict[str, str]:

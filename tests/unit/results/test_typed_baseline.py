@@ -12,10 +12,10 @@ import typing
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.results.test_typed_reader import JSON
+from tests.unit.results.test_typed_reader import JSON, SLOW_EXAMPLES
 from tests.unit.tune.test_gate_tiers import OLD_FILE, tiered, trial, xla
 from vramtune.errors import UserError
 from vramtune.results.baseline import (
@@ -142,9 +142,7 @@ def test_older_format_is_read_from_schema_version_never_from_the_file(tmp_path):
     assert load_baseline(write(tmp_path, data)).older_format is None
 
 
-SETTINGS = settings(max_examples=200, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow,
-                                           HealthCheck.function_scoped_fixture])
+SETTINGS = settings(SLOW_EXAMPLES, max_examples=200)
 
 
 @SETTINGS

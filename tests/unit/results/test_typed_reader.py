@@ -62,9 +62,10 @@ def test_only_the_records_own_keys_are_read():
     assert typed(TrialResult, {**TRIAL, "future_field": object()}, "x").num_envs == 128
 
 
-SETTINGS = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow,
-                                           HealthCheck.function_scoped_fixture])
+# Shared by the baseline reader's property tests: examples write files, some slowly.
+SLOW_EXAMPLES = settings(deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = settings(SLOW_EXAMPLES, max_examples=150)
 
 
 @SETTINGS
