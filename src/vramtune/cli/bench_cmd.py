@@ -110,10 +110,13 @@ def bench_command(
     if save:
         failed = [r for r in outcome.results if r.status is not Status.OK]
         if failed or outcome.saved is None:
-            f = failed[0]
-            err_console.print(f"vramtune: error: not saving a baseline with failed trials: "
-                              f"num_envs={f.num_envs} {f.status} ({len(failed)} of "
-                              f"{len(outcome.results)} failed)")
+            why = (f"num_envs={failed[0].num_envs} {failed[0].status} ({len(failed)} of "
+                   f"{len(outcome.results)} failed)" if failed else "no trial to save")
+            if json_out:  # the measurement is still the caller's, in the format asked for
+                print_json({**report.to_dict(), "saved": None,
+                            "save_error": f"not saving a baseline with failed trials: {why}"})
+            err_console.print(f"vramtune: error: not saving a baseline with failed trials: {why}",
+                              markup=False)
             raise typer.Exit(1)
         error: UserError | None = None
         try:
