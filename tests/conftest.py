@@ -44,6 +44,11 @@ def _hermetic_env(tmp_path_factory: pytest.TempPathFactory) -> None:
     entries = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(entries))
     os.environ.pop("GITHUB_STEP_SUMMARY", None)
+    # The CLI fits its tables to COLUMNS off a terminal, and under pytest the process
+    # environment carries COLUMNS=80 (put there below os.environ: a child sees it though
+    # os.environ.get says None). Tests read whole lines of the CLI's output, as a log or a
+    # file would hold them with no COLUMNS: say so explicitly; width tests set their own.
+    os.environ["COLUMNS"] = "200"
 
 
 def shared_compile_cache() -> str:
