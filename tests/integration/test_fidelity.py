@@ -43,6 +43,7 @@ def confirmed(tmp_path_factory) -> tuple[Path, dict, list[TrialResult]]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("confirmed-sweep")  # one worker: the sweep once
 def test_the_pick_is_confirmed_by_a_long_run_under_the_same_cap(confirmed):
     _, summary, results = confirmed
     chosen = summary["recommended"]
@@ -66,7 +67,9 @@ def test_without_confirmation_the_chosen_size_is_repeated(tmp_path):
     summary, results = _sweep(tmp_path, "--profile", "quick", "--gpu-mem", "3GB", "--start", "64",
                               "--max-envs", "128", "--no-confirm", *WARM)
     n = summary["recommended"]["num_envs"]
-    runs = [r for r in results if r.num_envs == n]
+    # A throughput re-measure (Purpose.ALONE) may also run the pick when noise leaves two
+    # fitting sizes unresolved; it measures speed, not memory, so it is no repeat.
+    runs = [r for r in results if r.num_envs == n and r.purpose is not Purpose.ALONE]
     assert len(runs) == 2 and all(r.status is Status.OK for r in runs)
     assert [r.purpose for r in runs] == [Purpose.SEARCH, Purpose.REPEAT]
     assert summary["confirmed"] is None
@@ -126,6 +129,7 @@ def test_verify_a_user_style_file_against_a_profile(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("confirmed-sweep")  # one worker: the sweep once
 def test_verify_an_emitted_file_finds_its_profile(confirmed, tmp_path):
     run_dir, _, _ = confirmed
     out = tmp_path / "tuned.yaml"
