@@ -59,7 +59,7 @@ from vramtune.tune.sweep import (
     PreparedSweep,
     prepare,
     prepare_by_type,
-    remeasure_pairs,
+    remeasure_left,
     run_sweep,
     run_sweeps,
 )
@@ -197,7 +197,7 @@ def outcome(prepared: PreparedSweep, *, interrupted: bool = False) -> SweepOutco
     config, state = prepared.config, prepared.state
     rec = choose(state.results, config.budget_bytes, config.headroom_fraction,
                  prepared.objective, margin=config.speed_margin,
-                 remeasure_left=remeasure_pairs(state.results) < config.speed_remeasure)
+                 remeasure_left=remeasure_left(config, state.results))
     stopped = state.final_step.reason if state.final_step and not interrupted else None
     return SweepOutcome(prepared.run_dir, tuple(state.results), rec, stopped, state.reused,
                         interrupted, prepared.header)

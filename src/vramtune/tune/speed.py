@@ -127,6 +127,22 @@ def _verdict(ratio: float, low: float | None, high: float | None, margin: float)
     return Comparison(Verdict.UNRESOLVED, ratio, low, high, margin)
 
 
+def can_resolve(c: Comparison, n: int, m: int, more_n: int, more_m: int) -> bool:
+    """Could ``more_n`` and ``more_m`` further intervals of the two sizes settle an
+    unresolved comparison of ``n`` and ``m`` intervals? Predicted as the same ratio with its
+    interval narrowed the way the Mann-Whitney interval narrows with the counts (its width
+    goes as sqrt(1/n + 1/m)). False: more runs like these would most likely leave it
+    unresolved (a loaded machine's spread), so they are not worth their wall."""
+    if c.verdict is not Verdict.UNRESOLVED:
+        return False
+    if c.low is None or c.high is None or n < 1 or m < 1 or not c.ratio > 0:
+        return True  # no interval yet: more intervals may give one
+    half = max(math.log(c.high / c.ratio), math.log(c.ratio / c.low))
+    shrink = math.sqrt((1 / (n + more_n) + 1 / (m + more_m)) / (1 / n + 1 / m))
+    low, high = c.ratio * math.exp(-half * shrink), c.ratio * math.exp(half * shrink)
+    return _verdict(c.ratio, low, high, c.margin).verdict is not Verdict.UNRESOLVED
+
+
 def _usable(values: Sequence[float]) -> list[float]:
     return [float(v) for v in values if v is not None and math.isfinite(v) and v > 0]
 

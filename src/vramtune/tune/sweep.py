@@ -69,7 +69,7 @@ from vramtune.tune.request import (
     reconcile,
     resolve,
 )
-from vramtune.tune.speed import Verdict, compare_rates
+from vramtune.tune.speed import Verdict, can_resolve, compare_rates
 from vramtune.workload.pickled import save_factory
 from vramtune.workload.profile import safe_name
 
@@ -330,8 +330,7 @@ def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | Non
     size (``recommend.choose``), and the next smaller fitting size is proven in turn.
     """
     rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective,
-                 margin=config.speed_margin,
-                 remeasure_left=remeasure_pairs(results) < config.speed_remeasure)
+                 margin=config.speed_margin, remeasure_left=remeasure_left(config, results))
     if rec.chosen is None:
         return None
     n = rec.chosen.num_envs
@@ -402,6 +401,34 @@ def remeasure_pairs(results: Sequence[TrialResult]) -> int:
     return extra // 2
 
 
+def remeasure_left(config: SweepConfig, results: Sequence[TrialResult]) -> bool:
+    """May the sweep still run an interleaved re-measure pair? Not past ``speed_remeasure``
+    pairs, and not once the pairs run so far show that the ones left could not settle the
+    comparison (``speed.can_resolve``: the interval predicted from the intervals a pair adds
+    would still straddle the margin). Under heavy load a pair's spread is tens of percent,
+    and spending the rest of the allowance there buys wall, not an answer."""
+    done = remeasure_pairs(results)
+    if done >= config.speed_remeasure:
+        return False
+    if done == 0 or config.objective is not Objective.THROUGHPUT:
+        return True
+    rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective,
+                 margin=config.speed_margin, remeasure_left=True)
+    if rec.speed is None or len(rec.remeasure) != 2:
+        return True
+    fastest, contender = rec.remeasure
+    last = {n: [r for r in results if r.num_envs == n and r.purpose is Purpose.ALONE]
+            for n in (fastest, contender)}
+    if not all(last.values()):
+        return True
+    per_run = {n: len(runs[-1].steps_per_s_intervals or ()) for n, runs in last.items()}
+    pairs = config.speed_remeasure - done
+    rates = rec.speed.rates
+    return can_resolve(rec.speed.comparisons[contender], len(rates[contender].intervals),
+                       len(rates[fastest].intervals), pairs * per_run[contender],
+                       pairs * per_run[fastest])
+
+
 def remeasure_wall_s(results: Sequence[TrialResult]) -> float:
     """What the re-measurements cost: the wall of the runs alone that were not a size's first
     run alone after a shared one."""
@@ -424,9 +451,9 @@ def remeasure_steps(config: SweepConfig, results: Sequence[TrialResult]) -> list
     drift cancels over the two pairs), up to ``speed_remeasure`` pairs per sweep."""
     if config.objective is not Objective.THROUGHPUT:
         return []
-    done = remeasure_pairs(results)
-    if done >= config.speed_remeasure:
+    if not remeasure_left(config, results):
         return []
+    done = remeasure_pairs(results)
     rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective,
                  margin=config.speed_margin, remeasure_left=True)
     if len(rec.remeasure) != 2:

@@ -149,3 +149,19 @@ def test_no_candidates():
 def test_unusable_rates_are_unresolved():
     c = compare([math.nan, 0.0], [1.0, 2.0])
     assert c.verdict is Verdict.UNRESOLVED
+
+
+def test_can_resolve_predicts_from_the_counts():
+    """The interval narrows as sqrt(1/n + 1/m): a ratio of 0.97 whose interval is
+    0.94-1.005 at 16 and 16 intervals reaches 0.951-0.989 with 32 more each: resolvable;
+    0.90-1.04 reaches 0.921-1.02: not."""
+    from vramtune.tune.speed import Comparison, can_resolve
+
+    near = Comparison(Verdict.UNRESOLVED, 0.97, 0.94, 1.005, 0.02)
+    assert can_resolve(near, 16, 16, 32, 32)
+    assert not can_resolve(near, 16, 16, 0, 0)
+    wide = Comparison(Verdict.UNRESOLVED, 0.97, 0.90, 1.04, 0.02)
+    assert not can_resolve(wide, 16, 16, 32, 32)
+    assert can_resolve(Comparison(Verdict.UNRESOLVED, 0.97, None, None, 0.02), 2, 2, 8, 8)
+    assert not can_resolve(Comparison(Verdict.FASTER, 0.9, 0.85, 0.95, 0.02, a_faster=False),
+                           16, 16, 32, 32)

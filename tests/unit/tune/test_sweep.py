@@ -230,17 +230,21 @@ def test_an_unresolved_pick_is_remeasured_interleaved_then_proven():
     assert [(s.phase, s.num_envs) for s in steps] == [(StepKind.ALONE, 1408), (StepKind.ALONE, 1024)]
     assert "re-measuring 1024 and 1408 envs, interleaved (pair 1 of at most 3)" in steps[0].reason
     assert all(trial_request(cfg, UNRESOLVED, s).alone for s in steps)
-    results = list(UNRESOLVED)
+    # Re-measured with less noise (±7%): each pair narrows the interval towards a verdict,
+    # so the sweep keeps going until its allowance is spent. A B then B A.
+    calmer = [1 + (x - 1) / 1.5 for x in NOISY]
+    results = [UNRESOLVED[0], timed(1024, [9_700 * x for x in calmer]),
+               timed(1408, [10_000 * x for x in calmer]), UNRESOLVED[3]]
     order = []
-    for _ in range(3):  # the same noise again: still unresolved, A B then B A
+    for _ in range(3):
         steps = next_steps(cfg, results, cfg.space(), 1)
         assert len(steps) == 2 and {s.num_envs for s in steps} == {1024, 1408}
         order += [s.num_envs for s in steps]
         base = {1024: 9_700, 1408: 10_000}
-        results += [timed(s.num_envs, [base[s.num_envs] * x for x in NOISY], Purpose.ALONE)
+        results += [timed(s.num_envs, [base[s.num_envs] * x for x in calmer], Purpose.ALONE)
                     for s in steps]
     assert order == [1408, 1024, 1024, 1408, 1408, 1024]
-    # the budget of pairs is spent: the pick is proven, and it says the faster median won
+    # the budget of pairs is spent (the third settled it: 1408 is faster): the pick is proven
     (step,) = next_steps(cfg, results, cfg.space(), 1)
     assert step.phase is StepKind.REPEATING and step.num_envs == 1408
     from vramtune.tune.recommend import choose
@@ -248,6 +252,25 @@ def test_an_unresolved_pick_is_remeasured_interleaved_then_proven():
 
     assert remeasure_pairs(results) == 3 and remeasure_wall_s(results) == 6 * 20.0
     done = choose(results, cfg.budget_bytes, cfg.headroom_fraction, remeasure_left=False)
+    assert done.chosen.num_envs == 1408 and done.reasons[1408] == "recommended (throughput: fastest median)"
+
+
+def test_remeasuring_stops_when_the_pairs_left_could_not_settle_it():
+    """±10% noise and 3% apart: after one pair the interval is 0.92-1.02; two more pairs
+    like it would narrow it to about 0.94-1.01, still across 1, so none is run."""
+    from vramtune.tune.recommend import choose
+    from vramtune.tune.sweep import remeasure_left, remeasure_pairs
+
+    cfg = config()
+    results = list(UNRESOLVED)
+    steps = next_steps(cfg, results, cfg.space(), 1)
+    results += [timed(s.num_envs, [{1024: 9_700, 1408: 10_000}[s.num_envs] * x for x in NOISY],
+                      Purpose.ALONE) for s in steps]
+    assert remeasure_pairs(results) == 1 and not remeasure_left(cfg, results)
+    (step,) = next_steps(cfg, results, cfg.space(), 1)
+    assert step.phase is StepKind.REPEATING and step.num_envs == 1408
+    done = choose(results, cfg.budget_bytes, cfg.headroom_fraction,
+                  remeasure_left=remeasure_left(cfg, results))
     assert done.chosen.num_envs == 1408 and "no re-measurement left" in done.reasons[1408]
 
 
