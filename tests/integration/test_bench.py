@@ -14,10 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from vramtune.machine import cpu_model
 from vramtune.workload.profile import builtin_profiles
 
+# Tests that read the module's `baseline` (one real bench --save, ~60 s) run on one xdist
+# worker, so it is made once per session, not once per worker.
+pytestmark = pytest.mark.xdist_group("bench-baseline")
+COMMITTED = ROOT / "benchmarks" / "baseline-cpu-quick.json"  # a real baseline, no trial to make
 GATE = ["--max-mem-increase", "10%", "--max-speed-drop", "90%"]
 
 
@@ -155,24 +159,25 @@ def _one_line_exit_2(proc, message: str) -> None:
     assert "Traceback" not in proc.stderr
 
 
-def test_foreign_or_damaged_figures_are_one_line_exit_2(baseline, tmp_path):
+def test_foreign_or_damaged_figures_are_one_line_exit_2(tmp_path):
     foreign = tmp_path / "sweep.json"
     foreign.write_text(json.dumps({"kind": "vramtune-sweep", "trials": []}))
     _one_line_exit_2(run_cli("bench", "--sizes", "64", "--baseline", str(foreign), timeout=60),
                      "not a vramtune bench baseline")
-    data = json.loads(baseline.read_text())
+    data = json.loads(COMMITTED.read_text())
     data["sizes"][0]["xla"]["temp_bytes"] = "lots"
     damaged = tmp_path / "damaged.json"
     damaged.write_text(json.dumps(data))
     _one_line_exit_2(run_cli("bench", "--sizes", "64", "--baseline", str(damaged), timeout=60),
                      "temp_bytes")
-    data = json.loads(baseline.read_text())
+    data = json.loads(COMMITTED.read_text())
     data["sizes"][0]["samples"][0]["cpu_s_per_s"] = -1
     damaged.write_text(json.dumps(data))
     _one_line_exit_2(run_cli("bench", "--sizes", "64", "--baseline", str(damaged), timeout=60),
                      "cpu_s_per_s")
 
 
+@pytest.mark.slow
 def test_saved_baseline_has_the_deterministic_and_normalised_figures(baseline):
     data = json.loads(baseline.read_text())
     assert data["schema_version"] == 2 and data["reference"] and data["cap_bytes"] is None
@@ -183,6 +188,7 @@ def test_saved_baseline_has_the_deterministic_and_normalised_figures(baseline):
     assert all(s["cpu_s_per_s"] > 0 for s in size["samples"])
 
 
+@pytest.mark.slow
 def test_baseline_from_an_older_vramtune_gates_with_a_note(baseline, tmp_path):
     """A schema-1 file (no XLA figures, no reference speeds) from older versions: it loads,
     the report says what it lacks, and only the figures it has are compared."""
@@ -211,6 +217,7 @@ def test_baseline_from_an_older_vramtune_gates_with_a_note(baseline, tmp_path):
     assert labels["peak host RAM"]["verdict"] in ("same", "noisy", "better")
 
 
+@pytest.mark.slow
 def test_running_out_of_memory_under_the_budget_is_a_regression(baseline):
     """--gpu-mem on CPU caps the trials' data segment: 64 envs fit in the baseline, not in
     600 MB (quick's peak is ~850 MB here)."""

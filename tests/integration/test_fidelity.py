@@ -88,6 +88,7 @@ def _leaky_profile(tmp_path: Path, leak: int) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.slowest
 def test_a_confirmation_that_fails_steps_down_to_a_smaller_size(tmp_path):
     # 400 B per env per env step, measured on CPU with quick's networks under a 1.548 GB cap
     # (1.72 GB - 10%): the 14-step trials peak 1.04 / 1.09 GB; the 150-step run at 128 envs

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from vramtune.measure.cap import plan_cap
@@ -29,6 +30,7 @@ def _figures(profile_path: str) -> dict:
     return figures
 
 
+@pytest.mark.slow
 def test_xla_figures_repeat_exactly_and_move_with_one_layer_width(tmp_path):
     data = yaml.safe_load(builtin_profiles()["quick"].read_text())
     data["name"] = "quick-one-wider"

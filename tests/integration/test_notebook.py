@@ -74,6 +74,7 @@ def test_a_factory_that_raises_ends_the_sweep_in_one_line(tmp_path, monkeypatch)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
+@pytest.mark.slow
 def test_a_lambda_trains_in_a_real_trial(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     from brax import envs

@@ -25,7 +25,7 @@ from tests.conftest import run_cli, sigint_default
 
 pytest.importorskip("ray")
 # a real Ray cluster and sweeps on it: not in the fast tier (-m "not slow")
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]  # one cluster
 
 MARK = "VRAMTUNE_TEST_CLUSTER"
 # A CPU-only cluster that still names two accelerator types, as a mixed GPU cluster would
@@ -102,6 +102,7 @@ def _wait_for_children(head: raycluster.Head, proc: subprocess.Popen, count: int
     return found
 
 
+@pytest.mark.slowest
 def test_a_ray_sweep_survives_a_killed_worker_matches_a_local_sweep_and_resumes(head, tmp_path):
     """Two trials at once on the two workers; the worker of one is SIGKILLed mid-trial: the
     trial is run again, nothing is lost, the sizes measured and their statuses are a local

@@ -22,6 +22,7 @@ def _trials(run_dir: Path) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.slowest
 def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path):
     run_dir = tmp_path / "run"
     # --no-cache: a warm compile cache skips compilation and its ~150 MB of host memory, which

@@ -235,6 +235,7 @@ def test_network_override_changes_measured_memory():
 
 
 @pytest.mark.slow
+@pytest.mark.slowest
 def test_playground_cartpole_trial_on_cpu(tmp_path):
     """A hand-written Playground profile: batch settings stated, the rest from Playground's
     brax_ppo_config (filled in by the child), impl jax picked automatically on CPU."""
@@ -259,6 +260,7 @@ def test_playground_cartpole_trial_on_cpu(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.slowest
 def test_ant_mjx_trial_at_64_envs():
     result = run_trial(TrialRequest(load_profile("ant"), 64))
     assert result.status is Status.OK, (result.error_message, result.error_where)
