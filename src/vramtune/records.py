@@ -103,6 +103,8 @@ class TrialResult:
     training_steps: int | None = None
     evals: int | None = None
     memory_steady: bool | None = None
+    # training steps when the memory rule was first met (a confirming run is sized from it)
+    memory_steady_steps: int | None = None
     # speed (compile excluded)
     compile_s: float | None = None
     steps_per_s: float | None = None  # median over the measured intervals, all devices

@@ -249,7 +249,8 @@ def sweep(
     ] = None,
     confirm_steps: Annotated[int | None, typer.Option(
         "--confirm-steps", help="Training steps of the confirming run (default: 10x the "
-                                "trial's, at least 50).")] = None,
+                                "steps after which the trial's memory was steady, at least "
+                                "50).")] = None,
     devices: Annotated[int | None, typer.Option("--devices", help=DEVICES_HELP + " Default 1, or "
                                                 "a resumed run's.")] = None,
     search: Annotated[SearchMethod | None, typer.Option(

@@ -383,6 +383,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             memory_ready = (state["steps"] >= measure.min_training_steps
                             and (not run_evals or state["evals"] >= measure.min_evals)
                             and steady(history, measure.steady_intervals, measure.steady_tolerance))
+            if memory_ready and result.get("memory_steady_steps") is None:
+                # The confirming run is sized from this, not from the trial's length: on a
+                # CPU the throughput window runs a small workload for hundreds of steps.
+                result["memory_steady_steps"] = state["steps"]
             # Past max_window_s a rate that has not settled is taken as it is (speed_steady
             # False); memory is never given up on before max_intervals.
             if (throughput_ready and memory_ready) or len(speed.rates) >= measure.max_intervals:

@@ -76,6 +76,7 @@ class ChildReport:
     training_steps: int | None = None
     evals: int | None = None
     memory_steady: bool | None = None
+    memory_steady_steps: int | None = None
     error_type: str | None = None
     error_message: str | None = None
     error_where: str | None = None

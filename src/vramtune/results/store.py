@@ -259,6 +259,7 @@ _NULLABLE_INTS = {
     "batch_size": (1, None), "num_minibatches": (1, None), "unroll_length": (1, None),
     "device_count": (1, None), "budget_bytes": (1, MAX_BYTES), "cap_bytes": (0, MAX_BYTES),
     "training_steps": (0, None), "evals": (0, None), "measured_intervals": (0, None),
+    "memory_steady_steps": (0, None),
     "jax_peak_bytes_in_use": (0, MAX_BYTES), "jax_peak_pool_bytes": (0, MAX_BYTES),
     "jax_bytes_limit": (0, MAX_BYTES), "nvml_process_peak_bytes": (0, MAX_BYTES),
     "nvml_device_used_peak_bytes": (0, MAX_BYTES), "host_peak_rss_bytes": (0, MAX_BYTES),

@@ -294,14 +294,21 @@ def _prepared(out: Path | None, plan: SweepPlan, previous: Run | None, lock: Run
                          warnings, lock)
 
 
-CONFIRM_FACTOR = 10  # a confirming run trains 10x a trial's training steps...
+CONFIRM_FACTOR = 10  # a confirming run trains 10x the steps its trial's memory took to settle...
 MIN_CONFIRM_STEPS = 50  # ...and at least 10 epochs of 5 steps: memory is steady by epoch 4-8
 
 
 def confirm_steps(config: SweepConfig, chosen: TrialResult) -> int:
+    """Training steps of the confirming run: ``--confirm-steps``, else ten times the steps
+    after which the trial's memory was steady (its whole length for records without that
+    figure), at least MIN_CONFIRM_STEPS. Sized by memory, not by the throughput window: a
+    small workload on a CPU trains 500+ steps in its 8 s window while its memory settled by
+    step 5-10, and 10x the window made its confirmation 2-3 trials long."""
     if config.confirm_steps is not None:
         return config.confirm_steps
-    return max(MIN_CONFIRM_STEPS, CONFIRM_FACTOR * (chosen.training_steps or 0))
+    settled = (chosen.memory_steady_steps if chosen.memory_steady_steps is not None
+               else chosen.training_steps)
+    return max(MIN_CONFIRM_STEPS, CONFIRM_FACTOR * (settled or 0))
 
 
 def confirm_timeout_s(config: SweepConfig, chosen: TrialResult, steps: int) -> float:

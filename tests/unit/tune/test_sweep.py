@@ -311,3 +311,16 @@ def test_a_resume_that_fails_after_locking_leaves_the_run_unlocked(tmp_path):
     # ``caught`` holds the traceback, as a notebook's last error does
     lock_run(directory).release()  # not held by the failed call
     assert caught.value is not None
+
+
+def test_a_confirmation_is_sized_by_when_memory_settled_not_by_the_speed_window():
+    from vramtune.tune.sweep import MIN_CONFIRM_STEPS, confirm_steps
+
+    cfg = config(confirm=True)
+    # 549 steps in the trial's throughput window, memory steady after 8: 80 steps, not 5,490
+    settled = replace(rec(32), training_steps=549, memory_steady_steps=8)
+    assert confirm_steps(cfg, settled) == 80
+    assert confirm_steps(cfg, replace(settled, memory_steady_steps=2)) == MIN_CONFIRM_STEPS
+    # a record from before the figure existed: its whole length, as before
+    assert confirm_steps(cfg, replace(rec(32), training_steps=30)) == 300
+    assert confirm_steps(replace(cfg, confirm_steps=150), settled) == 150
