@@ -66,7 +66,9 @@ def run_sweep(args: argparse.Namespace, budget: str, which: str, out: Path) -> d
     t0 = time.monotonic()
     proc = subprocess.run(cmd, env=env_for(src), capture_output=True, text=True, check=False)
     wall = time.monotonic() - t0
-    if proc.returncode != 0:
+    # exit 1 with a summary: the sweep ran and found nothing to recommend (at a budget on
+    # the edge of the smallest size, a confirming run can fail): a wall like any other
+    if proc.returncode not in (0, 1) or not proc.stdout.strip().startswith("{"):
         sys.exit(f"sweep {which} at {budget} failed ({proc.returncode}): {proc.stderr[-2000:]}")
     summary = json.loads(proc.stdout)
     record = {"budget": budget, "which": which, "src": str(src), "wall_s": wall,
@@ -186,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for budget, s in sweeps.items():
         fit = fitting[budget]
-        best = max(fit, key=lambda n: truth[n])
+        best = max(fit, key=lambda n: truth[n]) if fit else None
         fit_old = fitting_old[budget]
         best_old = max(fit_old, key=lambda n: truth[n]) if fit_old else None
         new_pick, old_pick = picked(s["new"]), picked(s["old"])
@@ -196,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
             "budget": budget, "fitting": fit, "truly_fastest": best,
             "truth_steps_per_s": {str(n): truth[n] for n in fit},
             "new_pick": new_pick,
-            "new_ratio": truth[new_pick] / truth[best] if new_pick in truth else None,
+            "new_ratio": (truth[new_pick] / truth[best]
+                          if best is not None and new_pick in truth else None),
             # today's pick against the fastest size its own sweep saw fit
             "old_fitting": fit_old, "old_truly_fastest": best_old, "old_pick": old_pick,
             "old_ratio": (truth[old_pick] / truth[best_old]
@@ -240,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{fmt(r['old_ratio'])} | {r['new_wall_s']:.0f} / {r['old_wall_s']:.0f} s "
               f"({r['wall_ratio']:.2f}x) | {r['remeasure_pairs']} pairs, "
               f"{r['remeasure_wall_s'] or 0:.0f} s |")
-    ok = (bool(ratios) and len(ratios) == len(rows) and min(ratios) >= TARGET_EACH
+    ok = (bool(ratios) and len(ratios) == sum(1 for r in rows if r["fitting"]) and min(ratios) >= TARGET_EACH
           and statistics.median(ratios) >= TARGET_MEDIAN and result["wall_ratio"] <= TARGET_WALL)
     print(f"\npick / truly fastest: min {result['min_ratio']}, median {result['median_ratio']} "
           f"(targets >= {TARGET_EACH}, median >= {TARGET_MEDIAN}); sweep wall new/old "
