@@ -33,7 +33,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             return 0
         return 1 if item.get_closest_marker("slow") else 2
 
-    items.sort(key=tier)  # stable: file order within a tier
+    def group(item: pytest.Item) -> str:
+        mark = item.get_closest_marker("xdist_group")
+        return str(mark.args[0]) if mark and mark.args else item.nodeid
+
+    # A group (one module fixture: a Ray cluster, a sweep) stays together at its earliest
+    # tier, or under -n 0 its fixture would be torn down and made again between tiers.
+    first: dict[str, int] = {}
+    for item in items:
+        first[group(item)] = min(first.get(group(item), 2), tier(item))
+    items.sort(key=lambda item: first[group(item)])  # stable: file order within a tier
 
 
 def sigint_default() -> None:

@@ -37,6 +37,9 @@ def test_ok_trial_measures_steady_state(num_envs):
     assert record["num_envs"] == num_envs and record["backend"] == "cpu"
     assert record["steps_per_s"] > 0 and record["measured_intervals"] >= 3
     assert record["steps_per_s_min"] <= record["steps_per_s"] <= record["steps_per_s_max"]
+    steady_at = record["memory_steady_steps"]  # what a confirming run is sized from
+    assert steady_at is None or 0 < steady_at <= record["training_steps"]
+    assert not record["memory_steady"] or steady_at is not None
     # compile excluded: the median rate is far above total steps over the whole run
     assert record["compile_s"] > 0 and record["wall_s"] > record["compile_s"]
     steps_per_interval = record["batch_size"] * record["num_minibatches"] * 10

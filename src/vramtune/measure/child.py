@@ -383,9 +383,12 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             memory_ready = (state["steps"] >= measure.min_training_steps
                             and (not run_evals or state["evals"] >= measure.min_evals)
                             and steady(history, measure.steady_intervals, measure.steady_tolerance))
-            if memory_ready and result.get("memory_steady_steps") is None:
-                # The confirming run is sized from this, not from the trial's length: on a
-                # CPU the throughput window runs a small workload for hundreds of steps.
+            # Where the last steady stretch began (memory that grows again starts it anew):
+            # the confirming run is sized from this, not from the trial's length, which the
+            # throughput window sets (hundreds of steps of a small workload on a CPU).
+            if not memory_ready:
+                result.pop("memory_steady_steps", None)
+            elif result.get("memory_steady_steps") is None:
                 result["memory_steady_steps"] = state["steps"]
             # Past max_window_s a rate that has not settled is taken as it is (speed_steady
             # False); memory is never given up on before max_intervals.

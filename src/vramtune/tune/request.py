@@ -243,7 +243,8 @@ class SweepConfig:
     device_count: int = 1
     objective: Objective = Objective.THROUGHPUT
     confirm: bool = True  # train the chosen config much longer before recommending it
-    confirm_steps: int | None = None  # None: CONFIRM_FACTOR x the trial's, at least MIN
+    # None: CONFIRM_FACTOR x the steps the trial's memory took to settle, at least MIN
+    confirm_steps: int | None = None
     search: SearchMethod = SearchMethod.PREDICTIVE
     speed_margin: float = DEFAULT_SPEED_MARGIN_FRACTION  # steps/s closer than this: same speed
     speed_remeasure: int = DEFAULT_SPEED_REMEASURE  # interleaved re-measure pairs at most, per sweep

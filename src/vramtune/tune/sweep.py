@@ -306,9 +306,7 @@ def confirm_steps(config: SweepConfig, chosen: TrialResult) -> int:
     step 5-10, and 10x the window made its confirmation 2-3 trials long."""
     if config.confirm_steps is not None:
         return config.confirm_steps
-    settled = (chosen.memory_steady_steps if chosen.memory_steady_steps is not None
-               else chosen.training_steps)
-    return max(MIN_CONFIRM_STEPS, CONFIRM_FACTOR * (settled or 0))
+    return max(MIN_CONFIRM_STEPS, CONFIRM_FACTOR * _settled_steps(chosen))
 
 
 def confirm_timeout_s(config: SweepConfig, chosen: TrialResult, steps: int) -> float:
@@ -322,10 +320,17 @@ def confirm_timeout_s(config: SweepConfig, chosen: TrialResult, steps: int) -> f
 
 
 def _proof_basis(results: Sequence[TrialResult], num_envs: int) -> TrialResult:
-    """The search trial (or run alone) a proof run of this size is sized from (its training
-    steps)."""
+    """The search trial (or run alone) a proof run of this size is sized from: the one whose
+    memory took longest to settle (``confirm_steps``)."""
     return max((r for r in results if r.num_envs == num_envs and r.status is Status.OK
-                and r.purpose in RANKED), key=lambda r: r.training_steps or 0)
+                and r.purpose in RANKED), key=_settled_steps)
+
+
+def _settled_steps(r: TrialResult) -> int:
+    """Training steps after which a trial's memory was steady; its whole length for records
+    without that figure."""
+    return (r.memory_steady_steps if r.memory_steady_steps is not None
+            else r.training_steps or 0)
 
 
 def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | None:
@@ -424,7 +429,9 @@ def remeasure_left(config: SweepConfig, results: Sequence[TrialResult]) -> bool:
     if rec.speed is None or len(rec.remeasure) != 2:
         return True
     fastest, contender = rec.remeasure
-    last = {n: [r for r in results if r.num_envs == n and r.purpose is Purpose.ALONE]
+    # runs alone with rates: a failed one adds no intervals and predicts nothing
+    last = {n: [r for r in results if r.num_envs == n and r.purpose is Purpose.ALONE
+                and r.status is Status.OK and r.steps_per_s_intervals]
             for n in (fastest, contender)}
     if not all(last.values()):
         return True

@@ -8,7 +8,7 @@ from dataclasses import replace
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune.planner import SearchMethod, Step, StepKind
 from vramtune.tune.recommend import Objective
-from vramtune.tune.sweep import SweepConfig, alone_steps, next_steps, trial_request
+from vramtune.tune.sweep import SweepConfig, alone_steps, edge_step, next_steps, trial_request
 from vramtune.workload.profile import load_profile
 
 MiB = 2**20
@@ -324,3 +324,14 @@ def test_a_confirmation_is_sized_by_when_memory_settled_not_by_the_speed_window(
     # a record from before the figure existed: its whole length, as before
     assert confirm_steps(cfg, replace(rec(32), training_steps=30)) == 300
     assert confirm_steps(replace(cfg, confirm_steps=150), settled) == 150
+
+
+def test_the_proof_run_is_sized_from_the_run_whose_memory_took_longest_to_settle():
+    """A long run alone that settled at step 5 does not shorten the proof of a size whose
+    search trial settled at step 20."""
+    cfg = config(confirm=True)
+    search = replace(rec(256), training_steps=30, memory_steady_steps=20)
+    alone = replace(rec(256, purpose=Purpose.ALONE), training_steps=500, memory_steady_steps=5)
+    step = edge_step(cfg, [search, alone, rec(512, Status.OOM)])
+    assert step is not None and step.num_envs == 256
+    assert "200 training steps" in step.reason, step.reason
