@@ -25,24 +25,20 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest tier first, then the other slow tests, then the rest: xdist hands tests
-    out in this order, so the minutes-long ones start early and short ones fill the end
-    (in file order the two MJX compiles came last and ran alone for ~5 min)."""
+    """Modules with a test of the slowest tier first, then those with a slow test, then the
+    rest, each module's tests together: xdist (loadscope) hands out a module at a time in
+    this order, so the minutes-long ones start early and short ones fill the end (in file
+    order the two MJX compiles came last and ran alone for ~5 min), and under -n 0 a module
+    fixture (a Ray cluster, a sweep) is made once."""
     def tier(item: pytest.Item) -> int:
         if item.get_closest_marker("slowest"):
             return 0
         return 1 if item.get_closest_marker("slow") else 2
 
-    def group(item: pytest.Item) -> str:
-        mark = item.get_closest_marker("xdist_group")
-        return str(mark.args[0]) if mark and mark.args else item.nodeid
-
-    # A group (one module fixture: a Ray cluster, a sweep) stays together at its earliest
-    # tier, or under -n 0 its fixture would be torn down and made again between tiers.
     first: dict[str, int] = {}
     for item in items:
-        first[group(item)] = min(first.get(group(item), 2), tier(item))
-    items.sort(key=lambda item: first[group(item)])  # stable: file order within a tier
+        first[item.module.__name__] = min(first.get(item.module.__name__, 2), tier(item))
+    items.sort(key=lambda item: first[item.module.__name__])  # stable: file order within
 
 
 def sigint_default() -> None:

@@ -18,9 +18,6 @@ from tests.conftest import ROOT, run_cli
 from vramtune.machine import cpu_model
 from vramtune.workload.profile import builtin_profiles
 
-# Tests that read the module's `baseline` (one real bench --save, ~60 s) run on one xdist
-# worker, so it is made once per session, not once per worker.
-pytestmark = pytest.mark.xdist_group("bench-baseline")
 COMMITTED = ROOT / "benchmarks" / "baseline-cpu-quick.json"  # a real baseline, no trial to make
 GATE = ["--max-mem-increase", "10%", "--max-speed-drop", "90%"]
 

@@ -108,7 +108,6 @@ def test_check_unreadable_is_exit_2_one_line(tmp_path, name, text, message):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("emit-run")
 def test_emit_one_budget_to_stdout_from_measurements(run_dir):
     proc = run_cli("emit-config", str(run_dir), "--gpu-mem", "3GB", timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -120,7 +119,6 @@ def test_emit_one_budget_to_stdout_from_measurements(run_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("emit-run")
 def test_emit_several_budgets_every_format_passes_check(run_dir, tmp_path):
     for fmt in ("brax", "playground", "hydra"):
         out = tmp_path / fmt
@@ -145,7 +143,6 @@ def test_emit_several_budgets_every_format_passes_check(run_dir, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("emit-run")
 def test_emit_yaml_pattern_for_several_budgets(run_dir, tmp_path):
     proc = run_cli("emit-config", str(run_dir), "--gpu-mem", "2GB,3GB", "-o",
                    str(tmp_path / "tuned.yaml"), timeout=60)
@@ -154,7 +151,6 @@ def test_emit_yaml_pattern_for_several_budgets(run_dir, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("emit-run")
 def test_uncovered_budgets_are_said_not_extrapolated(run_dir, tmp_path):
     proc = run_cli("emit-config", str(run_dir), "--gpu-mem", "8GB", "-o",
                    str(tmp_path / "big.yaml"), timeout=60)
@@ -175,7 +171,6 @@ def test_uncovered_budgets_are_said_not_extrapolated(run_dir, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("emit-run")
 def test_emit_defaults_to_the_newest_run(run_dir, tmp_path):
     runs = tmp_path / "vramtune-runs"
     shutil.copytree(run_dir, runs / "20261121T200000-quick")
@@ -193,7 +188,6 @@ def test_emit_defaults_to_the_newest_run(run_dir, tmp_path):
     (["--format", "nope"], "nope"),
     (["/no/such/run"], "no results at /no/such/run"),
 ])
-@pytest.mark.xdist_group("emit-run")
 def test_emit_bad_input_is_exit_2(run_dir, args, message):
     proc = run_cli("emit-config", *([str(run_dir)] if args[0].startswith("-") else []), *args,
                    timeout=60)
@@ -221,7 +215,6 @@ print(json.dumps({"trained": True, "num_envs": kwargs["num_envs"]}))
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("emit-run")
 def test_emitted_kwargs_are_accepted_by_a_real_ppo_train(run_dir, tmp_path):
     files = {}
     for fmt in ("brax", "playground", "hydra"):

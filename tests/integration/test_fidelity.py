@@ -43,7 +43,6 @@ def confirmed(tmp_path_factory) -> tuple[Path, dict, list[TrialResult]]:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("confirmed-sweep")  # one worker: the sweep once
 def test_the_pick_is_confirmed_by_a_long_run_under_the_same_cap(confirmed):
     _, summary, results = confirmed
     chosen = summary["recommended"]
@@ -130,7 +129,6 @@ def test_verify_a_user_style_file_against_a_profile(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("confirmed-sweep")  # one worker: the sweep once
 def test_verify_an_emitted_file_finds_its_profile(confirmed, tmp_path):
     run_dir, _, _ = confirmed
     out = tmp_path / "tuned.yaml"

@@ -25,7 +25,7 @@ from tests.conftest import run_cli, sigint_default
 
 pytest.importorskip("ray")
 # a real Ray cluster and sweeps on it: not in the fast tier (-m "not slow")
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]  # one cluster
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 MARK = "VRAMTUNE_TEST_CLUSTER"
 # A CPU-only cluster that still names two accelerator types, as a mixed GPU cluster would

@@ -24,7 +24,7 @@ from vramtune.results import store
 from vramtune.workload.profile import load_profile
 
 # the module's run directory is three real capped trials: not in the fast tier (-m 'not slow')
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("report-run")]  # one worker: run_dir once
+pytestmark = pytest.mark.slow
 
 BUDGET = 1_300_000_000  # 2048 envs of quick do not fit: a real RESOURCE_EXHAUSTED (~1.4 GB
 # data segment). 128 and 256 must fit under the 10% headroom line (1116 MiB) with their cold
