@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramtune import machine
 from vramtune.errors import UserError
+from vramtune.inputs import MAX_TRAINING_STEPS
 from vramtune.measure.executor import Executor, LocalExecutor
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.process import EventCallback
@@ -306,7 +307,8 @@ def confirm_steps(config: SweepConfig, chosen: TrialResult) -> int:
     step 5-10, and 10x the window made its confirmation 2-3 trials long."""
     if config.confirm_steps is not None:
         return config.confirm_steps
-    return max(MIN_CONFIRM_STEPS, CONFIRM_FACTOR * _settled_steps(chosen))
+    # bounded as --confirm-steps is: a results file (resumed) may hold any figure
+    return min(MAX_TRAINING_STEPS, max(MIN_CONFIRM_STEPS, CONFIRM_FACTOR * _settled_steps(chosen)))
 
 
 def confirm_timeout_s(config: SweepConfig, chosen: TrialResult, steps: int) -> float:

@@ -324,6 +324,8 @@ def test_a_confirmation_is_sized_by_when_memory_settled_not_by_the_speed_window(
     # a record from before the figure existed: its whole length, as before
     assert confirm_steps(cfg, replace(rec(32), training_steps=30)) == 300
     assert confirm_steps(replace(cfg, confirm_steps=150), settled) == 150
+    # a resumed file's figure is bounded like --confirm-steps
+    assert confirm_steps(cfg, replace(settled, memory_steady_steps=10**30)) == 1_000_000
 
 
 def test_the_proof_run_is_sized_from_the_run_whose_memory_took_longest_to_settle():
