@@ -103,7 +103,7 @@ class TrialResult:
     training_steps: int | None = None
     evals: int | None = None
     memory_steady: bool | None = None
-    # training steps when the memory rule was first met (a confirming run is sized from it)
+    # training steps at which the last steady stretch of memory began (sizes the confirming run)
     memory_steady_steps: int | None = None
     # speed (compile excluded)
     compile_s: float | None = None
