@@ -106,6 +106,28 @@ def as_devices(value: int | None) -> int | None:
     return value
 
 
+PARALLEL_AUTO = "auto"
+MAX_PARALLEL = 1024  # trials at once: far above any card's count of capped trials
+
+
+def as_parallel(value: int | str | None) -> int | str:
+    """--parallel: a positive integer, or 'auto' (as many capped trials as the device holds,
+    planned by the executor); None is 1."""
+    if value is None:
+        return 1
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == PARALLEL_AUTO:
+            return PARALLEL_AUTO
+        if not text.isdecimal():
+            raise UserError(f"--parallel must be a positive integer or auto, got {value!r}")
+        value = int(text)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PARALLEL:
+        raise UserError(f"--parallel must be auto or an integer from 1 to {MAX_PARALLEL}, "
+                        f"got {value!r}")
+    return value
+
+
 def check_int(value: int | None, flag: str, lo: int, hi: int) -> int | None:
     """An integer option in [lo, hi]; None stays None."""
     if value is None:

@@ -25,6 +25,7 @@ from vramtune.inputs import (
     as_devices,
     as_fraction,
     as_objective,
+    as_parallel,
     as_path,
     check_int,
     check_num_envs,
@@ -85,7 +86,7 @@ class SweepRequest:
     confirm_steps: int | None = None
     devices: int | None = None  # None: 1, or a resumed run's
     search: SearchMethod | None = None  # default predictive; on resume the run's own
-    parallel: int = 1  # trials at once on this machine (the local executor)
+    parallel: int | str = 1  # trials at once on this machine (local executor), or 'auto'
     executor: str | None = None  # "local" or "ray"; None: local, or on resume the run's own
     ray_address: str | None = None  # None: a Ray cluster of the sweep's own on this machine
     gpu_type: str | None = None  # Ray accelerator type (A100, H100, ...) the trials run on
@@ -106,9 +107,7 @@ class SweepRequest:
         check_timeout(self.timeout_s)
         check_int(self.confirm_steps, "--confirm-steps", 1, MAX_TRAINING_STEPS)
         as_devices(self.devices)
-        if isinstance(self.parallel, bool) or not isinstance(self.parallel, int) \
-                or self.parallel < 1:
-            raise UserError(f"--parallel must be a positive integer, got {self.parallel!r}")
+        object.__setattr__(self, "parallel", as_parallel(self.parallel))  # 'AUTO' -> 'auto'
         if self.executor is not None and self.executor not in EXECUTORS:
             raise UserError(f"unknown executor {self.executor!r}: expected one of "
                             f"{', '.join(EXECUTORS)}")
@@ -126,7 +125,8 @@ class SweepRequest:
               timeout_s: float | None = None, cache: bool | None = None, standby: bool = True,
               confirm: bool | None = None, confirm_steps: int | None = None,
               devices: int | None = None, search: str | SearchMethod | None = None,
-              parallel: int = 1, executor: str | None = None, ray_address: str | None = None,
+              parallel: int | str | None = 1, executor: str | None = None,
+              ray_address: str | None = None,
               gpu_type: str | None = None, gpu_types: str | Sequence[str] | None = None,
               speed_margin: Percent = None) -> SweepRequest:
         """The request from what a person types (``gpu_mem="8GB"``, ``headroom="10%"``,
@@ -139,7 +139,7 @@ class SweepRequest:
                    refine=refine, objective=as_objective(objective), out=as_path(out, "--out"),
                    resume=as_path(resume, "--resume"), timeout_s=timeout_s, cache=cache,
                    standby=standby, confirm=confirm, confirm_steps=confirm_steps,
-                   devices=devices, search=as_search(search), parallel=parallel,
+                   devices=devices, search=as_search(search), parallel=as_parallel(parallel),
                    executor=None if executor is None else str(executor),
                    ray_address=ray_address, gpu_type=gpu_type, gpu_types=as_types(gpu_types),
                    speed_margin_fraction=as_margin(speed_margin))
@@ -280,7 +280,7 @@ class SweepPlan:
     executor: str  # "local" or "ray"
     ray_address: str | None
     gpu_type: str | None
-    parallel: int
+    parallel: int | str  # or 'auto': the executor plans it from the device and the caps
     standby: bool
     search: dict[str, Any]
 

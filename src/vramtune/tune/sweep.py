@@ -197,8 +197,11 @@ def build_executor(plan: SweepPlan, nvml: Nvml) -> Executor:
         plan.search.update(ray_address=plan.ray_address, gpu_type=plan.gpu_type,
                            parallel=ray.parallel)
         return ray
-    return LocalExecutor.planned(config.limit_bytes, nvml, devices=config.device_count,
-                                 standby=plan.standby, parallel=plan.parallel)
+    local = LocalExecutor.planned(config.limit_bytes, nvml, devices=config.device_count,
+                                  standby=plan.standby, parallel=plan.parallel)
+    if plan.parallel != local.parallel:  # the header records what ran ('auto' planned 9)
+        plan.search.update(parallel=local.parallel, parallel_asked=plan.parallel)
+    return local
 
 
 _TYPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

@@ -198,3 +198,32 @@ def test_parallel_trials_are_bounded_by_the_host_memory_available():
     uncapped = LocalExecutor(parallel=3, standby=False)
     assert uncapped.parallel == 1 and "without a budget" in uncapped.parallel_note
     assert LocalExecutor(parallel=1).parallel_note is None
+
+
+def test_auto_parallel_plans_capped_trials_from_the_free_memory_of_the_card(fake_nvml):
+    from vramtune.measure.executor import LocalExecutor
+
+    # An 80 GB H100 (NVML's total 85.5e9 bytes) emulating an 8 GB card: 9 trials fit in
+    # what is free beside another process's 6 GB; nothing held: 10.
+    card = FakeGpu(GPU0, pci_bus_id="0:18:00.0", memory_total=85_520_809_984)
+    fake_nvml(FakeSystem(gpus=[card]))
+    nvml = Nvml()
+    cap = plan_gpu_cap(8 * GB, nvml, GB // 2)
+    idle = LocalExecutor(cap, nvml, parallel="auto", standby=False)
+    assert idle.parallel == 10 and idle.requested_parallel == "auto"
+    assert idle.warnings == [] and "10 capped trial(s) at once" in idle.notice
+    card.memory_used = 6 * GB
+    busy = LocalExecutor(cap, nvml, parallel="auto", standby=False)
+    assert busy.parallel == 9 and "79.5 GB free" in busy.notice
+    uncapped = LocalExecutor(plan_gpu_cap(None, nvml, None), nvml, parallel="auto",
+                             standby=False)
+    assert uncapped.parallel == 1 and "without a budget" in uncapped.notice
+    assert LocalExecutor(cap, nvml, parallel=4, standby=False).parallel == 4  # asked: kept
+
+
+def test_auto_parallel_runs_one_trial_at_a_time_on_cpu():
+    from vramtune.measure.cap import plan_cap
+    from vramtune.measure.executor import LocalExecutor
+
+    auto = LocalExecutor(plan_cap(10**9, None, None), parallel="auto", standby=False)
+    assert auto.parallel == 1 and auto.warnings == [] and "on CPU" in auto.notice

@@ -28,6 +28,24 @@ def test_the_speed_margin_reaches_the_config_as_a_fraction():
     assert resolve(SweepRequest(speed_margin_fraction=0.0)).config.speed_margin == 0.0
 
 
+@pytest.mark.parametrize("value, parsed", [("auto", "auto"), (" AUTO ", "auto"), ("3", 3), (2, 2),
+                                           (None, 1)])
+def test_parallel_is_auto_or_a_positive_integer(value, parsed):
+    assert SweepRequest.parse("quick", parallel=value).parallel == parsed
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "2.5", "many", "", "1e3", True, 0, 10**9])
+def test_a_bad_parallel_is_one_line(value):
+    with pytest.raises(UserError) as err:
+        SweepRequest.parse("quick", parallel=value)
+    assert "\n" not in str(err.value) and "--parallel" in str(err.value)
+
+
+def test_auto_parallel_is_for_the_local_executor():
+    with pytest.raises(UserError, match="local executor"):
+        resolve(SweepRequest.parse("quick", parallel="auto", executor="ray"))
+
+
 @pytest.mark.parametrize("options", [dict(parallel=0), dict(refine=-1), dict(timeout_s=math.nan),
                                      dict(executor="slurm"), dict(confirm_steps=0),
                                      dict(devices=0), dict(profile=" "), dict(start=0)])
