@@ -50,7 +50,13 @@ from vramtune.records import BOUNDARY_FAILURES, STOPPERS, Status
 from vramtune.tune import model as mm
 
 OK, OOM, CRASH = Status.OK, Status.OOM, Status.CRASH
+MIB = 2**20
 MIN_SPAN = 0.2  # P(lo fits) - P(hi fits) under the model: less, and it cannot aim between them
+# The refinement step, in the model's per-run sd of a peak: two sizes whose expected peaks
+# differ by less than this many sd are not told apart by one run each (one run of quick
+# jitters by 14-35 MiB sd, 60-150 envs at 0.23 MiB per env), so a bracket that narrow is
+# where the search stops: a trial inside it would be decided by noise.
+RESOLVE_SD = 2.0
 CRAWL = 5  # that many fits within the top octave, nothing failed: double (gallop steps too short)
 WALK = 3  # consecutive fitting candidates at the top, proposed one above the other: stop trusting
 
@@ -281,6 +287,17 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
         model = _shifted(model, aim, n)
         shifted = f"; the line raised so that {n} envs, which ran out of memory, sits at the limit"
         missed = []
+    # Not on a pool of allocator regions: the rounding there is the model's uncertainty, not
+    # a run's jitter (a size fits its level or needs the next one, the same each run).
+    if model is not None and not missed and hi is not None and not vague \
+            and not space.region_bytes:
+        step = refinement_step(model)
+        if step is not None and hi - lo <= step[1]:
+            return _done(f"boundary found to within one run's jitter: {lo} fits, {hi} fails; "
+                         f"a size between them would be decided by noise (refinement step "
+                         f"{step[0] / MIB:.0f} MiB = {RESOLVE_SD:g} x the model's sd of one "
+                         f"run's peak, {step[1]:.0f} envs at {step[2] / MIB:.3f} MiB/env)",
+                         lo, hi, model)
     if model is not None and not missed and walk < WALK and crawl < CRAWL and not vague:
         sizes, phase = _model_pick(model, aim, open_, grid, lo, hi, k)
         if sizes:
@@ -317,6 +334,18 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
     sizes = _kary_pick(open_, lo, hi, k)
     return Proposal("bisect", tuple(sizes), f"refining between {lo} and {hi}: {_list(sizes)} "
                     f"envs{why}", lo, hi, {}, model, tuple(missed))
+
+
+def refinement_step(model: mm.Model) -> tuple[float, float, float] | None:
+    """(bytes, envs, bytes per env): the finest step one run resolves, RESOLVE_SD x the
+    model's sd of one run's peak (its pooled jitter: the 1.5 % prior with this sweep's
+    residuals), in num_envs along its growth. None when the growth is not positive."""
+    slope = model.growth()[0]
+    if not slope > 0:
+        return None
+    sd = max(model.sigma_bytes, model.sigma_fraction * model.mean_peak_bytes)
+    step = RESOLVE_SD * sd
+    return step, step / slope, slope
 
 
 def _only_proof_failed(trials: Sequence[Trial], n: int, limit_bytes: float) -> bool:
