@@ -73,6 +73,27 @@ def _hermetic_env(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["COLUMNS"] = "200"
 
 
+# `quick` as it is, but measuring steps/s for ~1.5 s (three 0.5 s intervals) instead of up to
+# 8 s: for tests that assert nothing about speed (statuses, memory, the search, files). The
+# workload, its evaluation and the memory rule are the profile's; a trial measures 6-8 s
+# less, and the suite runs a few hundred of them.
+QUICK_SHORT_MEASURE = {"min_window_s": 1.0, "max_window_s": 1.5}
+
+
+@pytest.fixture(scope="session")
+def quick_short(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The path of `quick` with a short throughput window (QUICK_SHORT_MEASURE), named quick."""
+    import yaml
+
+    from vramtune.workload.profile import builtin_profiles
+
+    data = yaml.safe_load(builtin_profiles()["quick"].read_text())
+    data["measure"] = {**data.get("measure", {}), **QUICK_SHORT_MEASURE}
+    path = tmp_path_factory.mktemp("profiles") / "quick.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
 def shared_compile_cache() -> str:
     """The session's JAX compile cache (under the private XDG_CACHE_HOME), for direct
     run_trial calls. A trial that asserts nothing about a cold compile's peak passes it (and,

@@ -31,8 +31,8 @@ CAP = 3 * 10**9
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    profile = load_profile("quick")
+def run_dir(tmp_path_factory: pytest.TempPathFactory, quick_short: str) -> Path:
+    profile = load_profile(quick_short)
     directory = tmp_path_factory.mktemp("runs") / "vramtune-runs" / "20261121T200000-quick"
     create_run(directory, RunHeader(profile.name, profile.hash, profile.to_dict(), CAP, 0.1,
                                     machine.machine_summary(), machine.versions(),

@@ -67,9 +67,10 @@ def test_a_lower_hard_rlimit_in_the_environment_fails_the_trial_as_cap_not_appli
 
 
 @pytest.mark.slow
-def test_two_device_sweep_runs_every_trial_on_both_devices(tmp_path):
+def test_two_device_sweep_runs_every_trial_on_both_devices(tmp_path, quick_short):
     run_dir = tmp_path / "run"
-    proc = run_cli("sweep", "--devices", "2", "--start", "128", "--max-envs", "128",
+    proc = run_cli("sweep", "--profile", quick_short, "--devices", "2", "--start", "128",
+                   "--max-envs", "128",
                    "--refine", "0", "--no-confirm", "--gpu-mem", "2GB", "--out", str(run_dir),
                    "--json", "--cache")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -28,9 +28,9 @@ def _standby_alive(executor: LocalExecutor) -> int | None:
     return standby.proc.pid if standby is not None and standby.usable() else None
 
 
-def test_next_trial_runs_in_the_standby_and_close_leaves_nothing():
+def test_next_trial_runs_in_the_standby_and_close_leaves_nothing(quick_short):
     executor = LocalExecutor()
-    profile = load_profile("quick")
+    profile = load_profile(quick_short)
     first = executor.run(_warm(profile, 128))
     pid = _standby_alive(executor)
     assert first.status is Status.OK and pid is not None
@@ -46,9 +46,9 @@ def test_next_trial_runs_in_the_standby_and_close_leaves_nothing():
     assert executor._standby is None
 
 
-def test_a_standby_with_another_cap_is_not_used():
+def test_a_standby_with_another_cap_is_not_used(quick_short):
     executor = LocalExecutor()
-    profile = load_profile("quick")
+    profile = load_profile(quick_short)
     executor.run(_warm(profile, 128))
     other = executor.run(_warm(profile, 128, budget_bytes=3 * 10**9))
     executor.close()
@@ -56,9 +56,9 @@ def test_a_standby_with_another_cap_is_not_used():
     assert not any("warm standby" in n for n in other.notes)
 
 
-def test_standby_off_runs_fresh_processes():
+def test_standby_off_runs_fresh_processes(quick_short):
     executor = LocalExecutor(standby=False)
-    executor.run(_warm(load_profile("quick"), 128))
+    executor.run(_warm(load_profile(quick_short), 128))
     assert executor._standby is None
 
 
@@ -67,13 +67,13 @@ def _trial_children() -> list[psutil.Process]:
             if "vramtune.measure.child" in " ".join(p.cmdline())]
 
 
-def test_capped_trials_run_together_stream_back_and_are_marked_shared():
+def test_capped_trials_run_together_stream_back_and_are_marked_shared(quick_short):
     """Two capped trials at once (their caps fit the host), each result as it finishes."""
     from datetime import datetime
 
     from vramtune.measure.cap import plan_cap
 
-    profile = load_profile("quick")
+    profile = load_profile(quick_short)
     cap = int(1.5e9)
     executor = LocalExecutor(plan_cap(cap, None, None), parallel=2)
     assert executor.parallel == 2, executor.parallel_note
@@ -91,10 +91,10 @@ def test_capped_trials_run_together_stream_back_and_are_marked_shared():
     assert not _trial_children()
 
 
-def test_a_batch_stopped_early_kills_what_still_runs():
+def test_a_batch_stopped_early_kills_what_still_runs(quick_short):
     from vramtune.measure.cap import plan_cap
 
-    profile = load_profile("quick")
+    profile = load_profile(quick_short)
     cap = int(1.5e9)
     executor = LocalExecutor(plan_cap(cap, None, None), parallel=2)
     # num_envs=0 is rejected by Brax's rules before launch: it returns at once

@@ -103,11 +103,13 @@ def _wait_for_children(head: raycluster.Head, proc: subprocess.Popen, count: int
 
 
 @pytest.mark.slowest
-def test_a_ray_sweep_survives_a_killed_worker_matches_a_local_sweep_and_resumes(head, tmp_path):
+def test_a_ray_sweep_survives_a_killed_worker_matches_a_local_sweep_and_resumes(head, tmp_path,
+                                                                              quick_short):
     """Two trials at once on the two workers; the worker of one is SIGKILLed mid-trial: the
     trial is run again, nothing is lost, the sizes measured and their statuses are a local
     sweep's, and so is the pick."""
-    proc = _ray_sweep(head, *SMALL, "--out", str(tmp_path / "ray"), "--json")
+    proc = _ray_sweep(head, "--profile", quick_short, *SMALL, "--out", str(tmp_path / "ray"),
+                      "--json")
     victim = _wait_for_children(head, proc, 1)[0]
     time.sleep(4)  # importing or compiling by now: mid-trial
     worker = victim.ppid()
@@ -128,7 +130,8 @@ def test_a_ray_sweep_survives_a_killed_worker_matches_a_local_sweep_and_resumes(
     assert header["search"]["ray_address"] == head.address
     # The same sweep locally (after Ray: the compile cache is as warm as the Ray trials left
     # it, which changes compile times, not sizes or statuses).
-    local = run_cli("sweep", *SMALL, "--out", str(tmp_path / "local"), "--json")
+    local = run_cli("sweep", "--profile", quick_short, *SMALL, "--out", str(tmp_path / "local"),
+                    "--json")
     assert local.returncode == 0, local.stderr
     assert _measured(trials) == _measured(_trials(tmp_path / "local")) == \
         {(64, "ok"), (128, "ok")}
@@ -181,10 +184,11 @@ def test_an_accelerator_type_the_cluster_lacks_is_a_one_line_error(head, tmp_pat
 
 
 @pytest.mark.slow
-def test_a_mixed_cluster_sweeps_each_type_at_once_and_emits_a_table_per_card(head, tmp_path):
+def test_a_mixed_cluster_sweeps_each_type_at_once_and_emits_a_table_per_card(head, tmp_path,
+                                                                             quick_short):
     parent = tmp_path / "cards"
-    proc = run_cli("sweep", "--start", "64", "--max-envs", "64", "--no-confirm",
-                   "--executor", "ray", "--ray-address", head.address,
+    proc = run_cli("sweep", "--profile", quick_short, "--start", "64", "--max-envs", "64",
+                   "--no-confirm", "--executor", "ray", "--ray-address", head.address,
                    "--gpu-types", "A100,H100", "--out", str(parent), env=head.env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(d.name for d in parent.iterdir()) == ["A100", "H100"]

@@ -35,8 +35,8 @@ BUDGET = 1_300_000_000  # 2048 envs of quick do not fit: a real RESOURCE_EXHAUST
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    profile = load_profile("quick")
+def run_dir(tmp_path_factory: pytest.TempPathFactory, quick_short: str) -> Path:
+    profile = load_profile(quick_short)
     directory = tmp_path_factory.mktemp("sweep") / "run"
     store.create_run(directory, store.RunHeader(
         profile.name, profile.hash, profile.to_dict(), BUDGET, 0.1, machine.machine_summary(),

@@ -17,12 +17,13 @@ def _lines(run_dir: Path) -> tuple[dict, list[dict]]:
     return lines[0], lines[1:]
 
 
-def test_predictive_sweep_jumps_with_the_model_and_recommends_a_size_it_ran(tmp_path):
+def test_predictive_sweep_jumps_with_the_model_and_recommends_a_size_it_ran(tmp_path, quick_short):
     run_dir = tmp_path / "run"
     # 64 envs fits 1.08 GB (data segment ~0.86 GB). Beside it a compile-only probe counts the
     # training epoch's buffers at 64 and 1024 envs (the slope prior), so the model aims the
     # second trial. --refine 1: one trial after the bootstrap size.
-    proc = run_cli("sweep", "--start", "64", "--max-envs", "1024", "--gpu-mem", "1.08GB",
+    proc = run_cli("sweep", "--profile", quick_short, "--start", "64", "--max-envs", "1024",
+                   "--gpu-mem", "1.08GB",
                    "--headroom", "0%", "--refine", "1", "--no-confirm", "--out", str(run_dir))
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     header, trials = _lines(run_dir)
@@ -65,12 +66,13 @@ def test_predictive_sweep_jumps_with_the_model_and_recommends_a_size_it_ran(tmp_
             "the pick is proven by a second run, and every proof of it fitted"
 
 
-def test_parallel_sweep_marks_shared_runs_and_measures_the_pick_alone(tmp_path):
+def test_parallel_sweep_marks_shared_runs_and_measures_the_pick_alone(tmp_path, quick_short):
     run_dir = tmp_path / "run"
     # nothing fails up to 256 under 1.5 GB: one round of two shared trials, then the
     # largest size alone (max-envs compares no steps/s below it), then its repeat. --cache:
     # no boundary is near, so the session's warm compile cache may lower the peaks.
-    proc = run_cli("sweep", "--start", "64", "--max-envs", "256", "--gpu-mem", "1.5GB",
+    proc = run_cli("sweep", "--profile", quick_short, "--start", "64", "--max-envs", "256",
+                   "--gpu-mem", "1.5GB",
                    "--headroom", "0%", "--no-confirm", "--parallel", "2", "--objective",
                    "max-envs", "--cache", "--out", str(run_dir))
     assert proc.returncode == 0, proc.stdout + proc.stderr

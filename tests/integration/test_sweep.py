@@ -23,14 +23,15 @@ def _trials(run_dir: Path) -> list[dict]:
 
 @pytest.mark.slow
 @pytest.mark.slowest
-def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path):
+def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path, quick_short):
     run_dir = tmp_path / "run"
     # --no-cache: a warm compile cache skips compilation and its ~150 MB of host memory, which
     # would move the CPU boundary depending on what ran before. 2048 envs never fit in 1.3 GB.
     # --search bisect: doubling, then bisection (tests/integration/test_search.py
     # sweeps with the predictive default). --confirm-steps 10: the long confirming run is
     # tested in test_fidelity; here it only has to happen, at the recommended size.
-    proc = run_cli("sweep", "--start", "256", "--max-envs", "2048", "--gpu-mem", "1.3GB",
+    proc = run_cli("sweep", "--profile", quick_short, "--start", "256", "--max-envs", "2048",
+                   "--gpu-mem", "1.3GB",
                    "--refine", "1", "--no-cache", "--search", "bisect", "--confirm-steps", "10",
                    "--out", str(run_dir), timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -101,10 +102,10 @@ def _trial_children(pid: int) -> list[psutil.Process]:
 
 
 @pytest.mark.slow
-def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path):
+def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path, quick_short):
     run_dir = tmp_path / "run"
-    proc = _start_sweep("--start", "128", "--max-envs", "512", "--confirm-steps", "8",
-                        "--out", str(run_dir))
+    proc = _start_sweep("--profile", quick_short, "--start", "128", "--max-envs", "512",
+                        "--confirm-steps", "8", "--out", str(run_dir))
     lines: list[str] = []
     _wait_for(proc, "num_envs=128: ok", lines)
     _wait_for(proc, "trial 2", lines)
