@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from vramtune.errors import UserError
 from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
-from vramtune.records import Objective
+from vramtune.records import MAX_PARALLEL, PARALLEL_AUTO, Objective
 from vramtune.schema import MAX_NUM_ENVS
 from vramtune.units import parse_percent, parse_size
 from vramtune.workload.profile import MAX_TIMEOUT_S
@@ -106,25 +106,22 @@ def as_devices(value: int | None) -> int | None:
     return value
 
 
-PARALLEL_AUTO = "auto"
-MAX_PARALLEL = 1024  # trials at once: far above any card's count of capped trials
-
-
-def as_parallel(value: int | str | None) -> int | str:
-    """--parallel: a positive integer, or 'auto' (as many capped trials as the device holds,
-    planned by the executor); None is 1."""
+def as_parallel(value: int | str | None) -> int | str | None:
+    """--parallel: 'auto' (as many capped trials as the device holds, planned by the
+    executor) or an integer from 1 to MAX_PARALLEL; None stays None (1, or a resumed run's)."""
     if value is None:
-        return 1
+        return None
+    wrong = UserError(f"--parallel must be auto or an integer from 1 to {MAX_PARALLEL}, "
+                      f"got {value!r}")
     if isinstance(value, str):
         text = value.strip().lower()
         if text == PARALLEL_AUTO:
             return PARALLEL_AUTO
         if not text.isdecimal():
-            raise UserError(f"--parallel must be a positive integer or auto, got {value!r}")
+            raise wrong
         value = int(text)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PARALLEL:
-        raise UserError(f"--parallel must be auto or an integer from 1 to {MAX_PARALLEL}, "
-                        f"got {value!r}")
+        raise wrong
     return value
 
 

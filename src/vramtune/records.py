@@ -33,6 +33,8 @@ FAILED_BY_MEMORY = frozenset({Status.OOM})
 # end by a signal) or ran past its time limit.
 BOUNDARY_FAILURES = frozenset({Status.OOM, Status.TIMEOUT, Status.CRASH})
 STOPPERS = frozenset({Status.ERROR, Status.INVALID})  # not a memory limit: fix the workload
+PARALLEL_AUTO = "auto"  # --parallel auto: K planned from the device by the executor
+MAX_PARALLEL = 1024  # trials at once: far above any card's count of capped trials
 
 
 class Objective(StrEnum):

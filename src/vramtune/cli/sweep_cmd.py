@@ -256,11 +256,11 @@ def sweep(
     search: Annotated[SearchMethod | None, typer.Option(
         help="predictive: aim at the boundary with a memory model fitted to the trials so far "
              "(default); bisect: double, then bisect.")] = None,
-    parallel: Annotated[str, typer.Option(
+    parallel: Annotated[str | None, typer.Option(
         help="Trials at once on this machine, when their caps fit the device together; "
              "their steps/s are re-measured alone where the objective compares them. auto: "
-             "as many as the card's free memory holds at the budget (one at a time on "
-             "CPU).")] = "1",
+             "as many as the card's free memory holds (one at a time on CPU). Default 1, or "
+             "a resumed run's.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the final JSON summary.")]
     = False,
     executor: Annotated[ExecutorKind | None, typer.Option(

@@ -15,7 +15,6 @@ from typing import Protocol
 
 import psutil
 
-from vramtune.inputs import PARALLEL_AUTO
 from vramtune.measure.cap import Cap, plan_cap
 from vramtune.measure.footprint import FootprintProbe
 from vramtune.measure.nvml import Nvml
@@ -23,7 +22,7 @@ from vramtune.measure.overhead import device_cap
 from vramtune.measure.process import EventCallback, Standby
 from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
 from vramtune.measure.wire import Event, TrialPhase
-from vramtune.records import Status, TrialResult
+from vramtune.records import MAX_PARALLEL, PARALLEL_AUTO, Status, TrialResult
 
 SHARED_NOTE = ("ran beside other trials (or the compile-only probe) on the same device: its "
                "memory verdict holds (its own cap), its steps/s do not (shared compute)")
@@ -71,6 +70,14 @@ def may_join(running: Sequence[tuple[int, bool]], cap_bytes: int, alone: bool, p
     return sum(held for held, _ in running) + cap_bytes <= device_bytes
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (a container's limit, not the host's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 class _Cancelled(Exception):
     """Raised in a trial's thread to stop it: run_trial kills the trial's process group."""
 
@@ -90,9 +97,11 @@ class LocalExecutor:
     for one trial after another.
 
     ``parallel="auto"`` plans K from the device: on a GPU as many capped trials as the
-    memory free on the card now holds (an 8 GB budget on an 80 GB card: 9 or 10); on a CPU
-    one, since XLA already runs each trial's step on every core and trials beside each other
-    only share them (on 2 cores a trial ran 1.5-2x slower beside another).
+    memory free on the card now holds, less one cap kept for the compile-only probe, at most
+    one per CPU core (each trial's process drives its GPU work from the host); a cap is the
+    budget less headroom (8 GB at 10%: 7.2 GB, 10 on an 80 GB card). On a CPU one, since
+    XLA already runs each trial's step on every core and trials beside each other only
+    share them (on 2 cores a trial ran 1.5-2x slower beside another).
     """
 
     def __init__(self, cap: Cap | None = None, nvml: Nvml | None = None, *,
@@ -155,10 +164,10 @@ class LocalExecutor:
     def _auto_slots(self) -> tuple[int, str]:
         """``--parallel auto``: K and a line that says how it was planned."""
         each = self.cap.enforced_bytes
+        cores = usable_cores()
         if self.cap.backend != "gpu":
-            return 1, (f"--parallel auto: one trial at a time on CPU: XLA runs each trial on "
-                       f"all {os.cpu_count() or 1} cores, so trials beside each other only "
-                       f"share them (--parallel N runs N at once)")
+            return 1, (f"--parallel auto: one trial at a time: trials run on the CPU, where "
+                       f"XLA already runs each on all {cores} core(s) (--parallel N runs N)")
         if each is None:
             return 1, ("--parallel auto: without a budget nothing bounds each trial's memory, "
                        "so trials run one at a time")
@@ -166,10 +175,13 @@ class LocalExecutor:
         if free is None:
             return 1, ("--parallel auto: NVML does not say how much of the card is free, so "
                        "trials run one at a time")
-        fit = max(1, free // each)
-        return fit, (f"--parallel auto: {fit} capped trial(s) at once ({free / 1e9:.1f} GB free "
-                     f"on the card, {each / 1e9:.2f} GB each); steps/s that decide the pick "
-                     f"are measured alone")
+        by_memory = free // each - 1  # one cap kept for the compile-only probe beside them
+        fit = max(1, min(by_memory, cores, MAX_PARALLEL))
+        bound = "CPU cores" if cores < by_memory else "the card's free memory"
+        return fit, (f"--parallel auto: {fit} capped trial(s) at once, bounded by {bound} "
+                     f"({free / 1e9:.1f} GB free on the card, {each / 1e9:.2f} GB each with one "
+                     f"kept for the compile-only probe; {cores} core(s)); steps/s that decide "
+                     f"the pick are measured alone")
 
     def _slots(self, wanted: int | str) -> tuple[int, str | None]:
         """How many trials may run at once, and why fewer than asked, if so."""

@@ -32,7 +32,7 @@ from vramtune.inputs import (
     check_timeout,
 )
 from vramtune.machine import compile_cache_dir
-from vramtune.records import Objective
+from vramtune.records import MAX_PARALLEL, Objective
 from vramtune.results.store import RunHeader, run_directory
 from vramtune.tune.planner import SearchMethod, SearchSpace, keeps_base_unrolls
 from vramtune.units import format_bytes, headroom_limit_bytes
@@ -86,7 +86,8 @@ class SweepRequest:
     confirm_steps: int | None = None
     devices: int | None = None  # None: 1, or a resumed run's
     search: SearchMethod | None = None  # default predictive; on resume the run's own
-    parallel: int | str = 1  # trials at once on this machine (local executor), or 'auto'
+    parallel: int | str | None = None  # trials at once (local executor), 'auto'; None: 1,
+    #                                   or on resume the run's own
     executor: str | None = None  # "local" or "ray"; None: local, or on resume the run's own
     ray_address: str | None = None  # None: a Ray cluster of the sweep's own on this machine
     gpu_type: str | None = None  # Ray accelerator type (A100, H100, ...) the trials run on
@@ -125,7 +126,7 @@ class SweepRequest:
               timeout_s: float | None = None, cache: bool | None = None, standby: bool = True,
               confirm: bool | None = None, confirm_steps: int | None = None,
               devices: int | None = None, search: str | SearchMethod | None = None,
-              parallel: int | str | None = 1, executor: str | None = None,
+              parallel: int | str | None = None, executor: str | None = None,
               ray_address: str | None = None,
               gpu_type: str | None = None, gpu_types: str | Sequence[str] | None = None,
               speed_margin: Percent = None) -> SweepRequest:
@@ -149,7 +150,7 @@ class SweepRequest:
         the cluster has: refuse what contradicts that."""
         if self.executor not in (None, "ray"):
             raise UserError("--gpu-types needs --executor ray")
-        if self.parallel != 1:
+        if self.parallel not in (None, 1):
             raise UserError("--parallel is for the local executor: on Ray as many trials run "
                             "at once as the cluster has GPUs (or CPUs)")
 
@@ -200,6 +201,14 @@ def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:
         if executor == "ray":
             address = address if address is not None else searched.get("ray_address")
             gpu_type = gpu_type if gpu_type is not None else searched.get("gpu_type")
+    parallel = r.parallel
+    if parallel is None and executor != "ray":  # what the run asked for: auto plans again
+        ran = searched.get("parallel_asked", searched.get("parallel"))
+        try:
+            parallel = as_parallel(ran)
+        except UserError:
+            raise UserError(f"{where}: its header's parallel is {ran!r}, not auto or a whole "
+                            f"number from 1 to {MAX_PARALLEL}: the file is damaged") from None
     objective = r.objective
     if objective is None and searched.get("objective"):
         objective = Objective(searched["objective"])
@@ -224,7 +233,8 @@ def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:
         cache=ran_with, devices=ran_on,
         # a run that did not record its search method searched by bisection
         search=r.search or SearchMethod(searched.get("search", SearchMethod.BISECT)),
-        executor=executor, ray_address=address, gpu_type=gpu_type, speed_margin_fraction=margin)
+        executor=executor, ray_address=address, gpu_type=gpu_type, speed_margin_fraction=margin,
+        parallel=parallel)
 
 
 @dataclass(frozen=True)
@@ -307,7 +317,8 @@ def resolve(request: SweepRequest) -> SweepPlan:
     kind = r.executor or "local"
     if kind != "ray" and (r.ray_address is not None or r.gpu_type is not None):
         raise UserError("--ray-address and --gpu-types need --executor ray")
-    if kind == "ray" and r.parallel != 1:
+    parallel = 1 if r.parallel is None else r.parallel
+    if kind == "ray" and parallel != 1:
         raise UserError("--parallel is for the local executor: on Ray as many trials run at "
                         "once as the cluster has GPUs (or CPUs)")
     devices = 1 if r.devices is None else r.devices
@@ -324,7 +335,7 @@ def resolve(request: SweepRequest) -> SweepPlan:
                          search=method, speed_margin=margin)
     search = {"start": start, "max_envs": max_envs, "refine": refine,
               "objective": str(objective), "confirm": confirm, "confirm_steps": r.confirm_steps,
-              "devices": devices, "search": str(method), "parallel": r.parallel,
+              "devices": devices, "search": str(method), "parallel": parallel,
               "executor": kind, "cache": next(k for k, v in CACHE_MODES.items() if v is r.cache),
               "speed_margin": margin}
-    return SweepPlan(config, kind, r.ray_address, r.gpu_type, r.parallel, r.standby, search)
+    return SweepPlan(config, kind, r.ray_address, r.gpu_type, parallel, r.standby, search)

@@ -200,25 +200,32 @@ def test_parallel_trials_are_bounded_by_the_host_memory_available():
     assert LocalExecutor(parallel=1).parallel_note is None
 
 
-def test_auto_parallel_plans_capped_trials_from_the_free_memory_of_the_card(fake_nvml):
-    from vramtune.measure.executor import LocalExecutor
+def test_auto_parallel_plans_capped_trials_from_the_free_memory_of_the_card(fake_nvml,
+                                                                           monkeypatch):
+    from vramtune.measure import executor as ex
 
-    # An 80 GB H100 (NVML's total 85.5e9 bytes) emulating an 8 GB card: 9 trials fit in
-    # what is free beside another process's 6 GB; nothing held: 10.
+    # An 80 GB H100 (NVML's total 85.5e9 bytes) emulating an 8 GB card on a 16-core host:
+    # 10 caps fit, one is kept for the compile-only probe: 9; beside another process's 6 GB,
+    # 8. A host with 4 cores drives 4.
+    monkeypatch.setattr(ex, "usable_cores", lambda: 16)
     card = FakeGpu(GPU0, pci_bus_id="0:18:00.0", memory_total=85_520_809_984)
     fake_nvml(FakeSystem(gpus=[card]))
     nvml = Nvml()
     cap = plan_gpu_cap(8 * GB, nvml, GB // 2)
-    idle = LocalExecutor(cap, nvml, parallel="auto", standby=False)
-    assert idle.parallel == 10 and idle.requested_parallel == "auto"
-    assert idle.warnings == [] and "10 capped trial(s) at once" in idle.notice
+    idle = ex.LocalExecutor(cap, nvml, parallel="auto", standby=False)
+    assert idle.parallel == 9 and idle.requested_parallel == "auto"
+    assert idle.warnings == [] and "9 capped trial(s) at once" in idle.notice
+    assert "the card's free memory" in idle.notice
     card.memory_used = 6 * GB
-    busy = LocalExecutor(cap, nvml, parallel="auto", standby=False)
-    assert busy.parallel == 9 and "79.5 GB free" in busy.notice
-    uncapped = LocalExecutor(plan_gpu_cap(None, nvml, None), nvml, parallel="auto",
-                             standby=False)
+    busy = ex.LocalExecutor(cap, nvml, parallel="auto", standby=False)
+    assert busy.parallel == 8 and "79.5 GB free" in busy.notice
+    monkeypatch.setattr(ex, "usable_cores", lambda: 4)
+    few = ex.LocalExecutor(cap, nvml, parallel="auto", standby=False)
+    assert few.parallel == 4 and "bounded by CPU cores" in few.notice
+    uncapped = ex.LocalExecutor(plan_gpu_cap(None, nvml, None), nvml, parallel="auto",
+                                standby=False)
     assert uncapped.parallel == 1 and "without a budget" in uncapped.notice
-    assert LocalExecutor(cap, nvml, parallel=4, standby=False).parallel == 4  # asked: kept
+    assert ex.LocalExecutor(cap, nvml, parallel=4, standby=False).parallel == 4  # asked: kept
 
 
 def test_auto_parallel_runs_one_trial_at_a_time_on_cpu():
@@ -226,4 +233,4 @@ def test_auto_parallel_runs_one_trial_at_a_time_on_cpu():
     from vramtune.measure.executor import LocalExecutor
 
     auto = LocalExecutor(plan_cap(10**9, None, None), parallel="auto", standby=False)
-    assert auto.parallel == 1 and auto.warnings == [] and "on CPU" in auto.notice
+    assert auto.parallel == 1 and auto.warnings == [] and "run on the CPU" in auto.notice

@@ -29,9 +29,20 @@ def test_the_speed_margin_reaches_the_config_as_a_fraction():
 
 
 @pytest.mark.parametrize("value, parsed", [("auto", "auto"), (" AUTO ", "auto"), ("3", 3), (2, 2),
-                                           (None, 1)])
+                                           (None, None)])
 def test_parallel_is_auto_or_a_positive_integer(value, parsed):
     assert SweepRequest.parse("quick", parallel=value).parallel == parsed
+    assert resolve(SweepRequest.parse("quick", parallel=value)).parallel == (parsed or 1)
+
+
+def test_a_resumed_run_runs_as_many_at_once_as_it_asked():
+    planned = reconcile(SweepRequest(resume="run"), _header(parallel=9, parallel_asked="auto"))
+    assert planned.parallel == "auto"  # planned again from the card as it is now
+    assert reconcile(SweepRequest(resume="run"), _header(parallel=2)).parallel == 2
+    assert reconcile(SweepRequest(resume="run"), _header()).parallel is None  # older runs: 1
+    assert reconcile(SweepRequest(resume="run", parallel=1), _header(parallel=2)).parallel == 1
+    with pytest.raises(UserError, match="damaged"):
+        reconcile(SweepRequest(resume="run"), _header(parallel="lots"))
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "2.5", "many", "", "1e3", True, 0, 10**9])
