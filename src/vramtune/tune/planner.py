@@ -323,8 +323,12 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -
                                        f"satisfies Brax's batch rules for this profile")]
     limit = (float(model_limit_bytes(results, space.limit_bytes))
              if space.limit_bytes is not None else math.inf)
+    # Peaks that jitter run to run (a CPU's data segment) are refined to one run's
+    # resolution, a GPU's allocator figures to the grid.
+    gpu = any(r.is_gpu for r in results)
     sp = search.Space(tuple(grid), limit, space.start, refine=space.refine,
-                      shape_of=space.shape_of, use_model=use_model, prior=space.prior)
+                      shape_of=space.shape_of, use_model=use_model, prior=space.prior,
+                      resolve_sd=None if gpu else search.RESOLVE_SD)
     trials = [as_trial(r, space.limit_bytes) for r in results]
     stopper = next((r for r in results if r.status in STOPPERS), None)
     if stopper is not None:  # the message says why, as plan() does

@@ -91,6 +91,9 @@ class Space:
     # fits each peak as the middle of the region it rounds up from, with the rounding's
     # spread, and a size fits when its demand stays under the highest pool level <= limit.
     region_bytes: float | None = None
+    # the refinement step in sd of one run's peak (RESOLVE_SD); None: refine to the grid (a
+    # GPU's allocator figures do not jitter as a CPU's data segment does)
+    resolve_sd: float | None = None
     aim_prior: float = 0.4  # the first jump from one size and the prior (replays: 4.04 trials
     #                         on the recorded curve at 0.3-0.4, 4.20 at 0.5)
 
@@ -287,15 +290,16 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
         model = _shifted(model, aim, n)
         shifted = f"; the line raised so that {n} envs, which ran out of memory, sits at the limit"
         missed = []
-    # Not on a pool of allocator regions: the rounding there is the model's uncertainty, not
-    # a run's jitter (a size fits its level or needs the next one, the same each run).
-    if model is not None and not missed and hi is not None and not vague \
-            and not space.region_bytes:
-        step = refinement_step(model)
+    # Only where the model is trusted as it stands (no miss, no line raised after one, not
+    # walking up past it) and the space says peaks jitter (a CPU's data segment; not a GPU's
+    # allocator figures, nor a pool of regions, whose rounding is the model's, not a run's).
+    if model is not None and not missed and hi is not None and not vague and not shifted \
+            and walk < WALK and space.resolve_sd and not space.region_bytes:
+        step = refinement_step(model, space.resolve_sd, model.interval(lo, _shape(space, lo)))
         if step is not None and hi - lo <= step[1]:
             return _done(f"boundary found to within one run's jitter: {lo} fits, {hi} fails; "
                          f"a size between them would be decided by noise (refinement step "
-                         f"{step[0] / MIB:.0f} MiB = {RESOLVE_SD:g} x the model's sd of one "
+                         f"{step[0] / MIB:.0f} MiB = {space.resolve_sd:g} x the model's sd of one "
                          f"run's peak, {step[1]:.0f} envs at {step[2] / MIB:.3f} MiB/env)",
                          lo, hi, model)
     if model is not None and not missed and walk < WALK and crawl < CRAWL and not vague:
@@ -336,15 +340,18 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                     f"envs{why}", lo, hi, {}, model, tuple(missed))
 
 
-def refinement_step(model: mm.Model) -> tuple[float, float, float] | None:
-    """(bytes, envs, bytes per env): the finest step one run resolves, RESOLVE_SD x the
-    model's sd of one run's peak (its pooled jitter: the 1.5 % prior with this sweep's
-    residuals), in num_envs along its growth. None when the growth is not positive."""
+def refinement_step(model: mm.Model, resolve_sd: float = RESOLVE_SD,
+                    at: mm.Prediction | None = None) -> tuple[float, float, float] | None:
+    """(bytes, envs, bytes per env): the finest step one run resolves, ``resolve_sd`` x the
+    model's sd of one new run's peak (its pooled jitter: the 1.5 % prior with this sweep's
+    residuals, relative to the peak ``at`` a size, default the mean measured), in num_envs
+    along its growth. None when the growth is not positive."""
     slope = model.growth()[0]
     if not slope > 0:
         return None
-    sd = max(model.sigma_bytes, model.sigma_fraction * model.mean_peak_bytes)
-    step = RESOLVE_SD * sd
+    peak = at.mean_bytes if at is not None else model.mean_peak_bytes
+    sd = max(model.sigma_bytes, model.sigma_fraction * abs(peak))
+    step = resolve_sd * sd
     return step, step / slope, slope
 
 

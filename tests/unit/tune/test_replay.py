@@ -52,7 +52,10 @@ def test_every_k_finds_the_grid_truth_and_more_workers_need_no_more_rounds(k):
     for limit in (1100, 1200, 1280):
         sp = space(limit)
         run = replay(curve, sp, k)
-        assert run.found == grid_truth(curve, sp), (limit, k, run.rounds)
+        truth = grid_truth(curve, sp)
+        # the grid's boundary, or a bracket around it narrower than one run's jitter
+        assert run.found == truth or ("within one run's jitter" in run.final.reason
+                                      and run.found < truth), (limit, k, run.rounds)
         assert all(len(r) <= k for r in run.rounds)
         assert all(n in candidates(sp) for r in run.rounds for n in r)
         rounds[limit] = len(run.rounds)
@@ -66,9 +69,11 @@ def test_predictive_needs_fewer_trials_than_bisection_on_the_recording():
     for limit in (1000, 1100, 1200, 1280, 1400):
         new = replay(curve, space(limit), 1)
         old = replay(curve, space(limit, SearchMethod.BISECT, refine=3), 1)
-        assert new.found == old.found
+        assert new.found == old.found or ("within one run's jitter" in new.final.reason
+                                          and new.found < old.found)
         if limit <= 1100:  # 4 x start already fails: one peak, nothing to fit, it bisects
-            assert new.trials == old.trials
+            # (and stops a trial early where the bracket is narrower than one run's jitter)
+            assert new.trials <= old.trials
         else:  # two peaks, a jump, the proof of the edge
             assert new.trials <= 5 < old.trials, (limit, new.rounds, old.rounds)
 
