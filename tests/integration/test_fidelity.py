@@ -31,13 +31,14 @@ def _sweep(tmp_path: Path, *args: str) -> tuple[dict, list[TrialResult]]:
 
 
 @pytest.fixture(scope="module")
-def confirmed(tmp_path_factory, quick_short) -> tuple[Path, dict, list[TrialResult]]:
+def confirmed(tmp_path_factory) -> tuple[Path, dict, list[TrialResult]]:
     """One confirmed sweep, read by the tests of confirmation and of verifying what it emits
     (one sweep, not two: ~45 s of the suite). --cache: 3 GB is far above quick's peaks at
     64-128 envs, so nothing here needs the cold compile's peak; the session's warm cache
     (WARM) saves most of each trial's compile."""
     tmp = tmp_path_factory.mktemp("confirmed")
-    summary, results = _sweep(tmp, "--profile", quick_short, "--gpu-mem", "3GB", "--start", "64",
+    # the built-in quick as it is: verify finds a built-in profile by its hash
+    summary, results = _sweep(tmp, "--profile", "quick", "--gpu-mem", "3GB", "--start", "64",
                               "--max-envs", "128", "--confirm-steps", "20", *WARM)
     return tmp / "run", summary, results
 
@@ -68,8 +69,7 @@ def test_without_confirmation_the_chosen_size_is_repeated(tmp_path, quick_short)
                               "--start", "64", "--max-envs", "128", "--no-confirm",
                               "--objective", "max-envs", *WARM)
     n = summary["recommended"]["num_envs"]
-    # A throughput re-measure (Purpose.ALONE) may also run the pick when noise leaves two
-    # fitting sizes unresolved; it measures speed, not memory, so it is no repeat.
+    # a run alone (Purpose.ALONE) measures speed, not memory: no repeat, if one ever ran
     runs = [r for r in results if r.num_envs == n and r.purpose is not Purpose.ALONE]
     assert len(runs) == 2 and all(r.status is Status.OK for r in runs)
     assert [r.purpose for r in runs] == [Purpose.SEARCH, Purpose.REPEAT]
