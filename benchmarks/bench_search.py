@@ -19,6 +19,14 @@ The predictive sweeps run their compile-only probe (the slope prior, tune/prior.
 their first trial, as a user's sweep does: its cost is inside their walls.
 
     .venv/bin/python benchmarks/bench_search.py --budgets 1.2GB,1.4GB --parallel-budgets all
+
+5. --confirm (with --methods predictive for the search alone): the sweeps confirm their pick
+   (objective max-envs, so no speed re-measurement), and each sweep's trial walls are set
+   against its floor: the pick's search trial, the failing size above it and the pick's
+   confirming run, the trials no sweep can skip.
+
+    .venv/bin/python benchmarks/bench_search.py --methods predictive --confirm \
+        --budgets 1.1GB,1.2GB,1.3GB,1.45GB,1.6GB
 """
 
 from __future__ import annotations
@@ -53,10 +61,11 @@ def load() -> str:
     return " ".join(f"{v:.1f}" for v in os.getloadavg())
 
 
-def sweep(budget: str, search: str, out: Path, parallel: int = 1) -> dict:
+def sweep(budget: str, search: str, out: Path, parallel: int = 1, confirm: bool = False) -> dict:
+    proof = (["--objective", "max-envs"] if confirm else ["--no-confirm"])
     args = [sys.executable, "-m", "vramtune.cli.app", "sweep", "--json", "--profile", "quick",
             "--gpu-mem", budget, "--headroom", "0%", "--start", str(START), "--max-envs",
-            str(MAX_ENVS), "--no-confirm", "--no-cache", "--search", search, "--parallel",
+            str(MAX_ENVS), *proof, "--no-cache", "--search", search, "--parallel",
             str(parallel), "--out", str(out)]
     load_before = load()
     started = time.time()
@@ -86,7 +95,30 @@ def sweep(budget: str, search: str, out: Path, parallel: int = 1) -> dict:
             "found": found, "fails": edge, "stopped": data["stopped_because"],
             "recommended": (data["recommended"] or {}).get("num_envs"),
             "load_before": load_before, "load_after": load(),
+            **floor(results, (data["recommended"] or {}).get("num_envs")),
             "results": data["results"]}
+
+
+def floor(results: list[TrialResult], pick: int | None) -> dict:
+    """The sweep's floor: the walls of the trials any sweep must run (the pick's search
+    trial, the smallest failing size above it, the pick's confirming run), beside the sum of
+    all trial walls, of the search trials, and of the confirming runs (each a trial's own
+    wall: spawn, compile, measuring window)."""
+    def wall(rs: list[TrialResult]) -> float:
+        return sum(r.wall_s or 0.0 for r in rs)
+
+    search = [r for r in results if r.purpose is Purpose.SEARCH]
+    confirm = [r for r in results if r.purpose is Purpose.CONFIRM]
+    need: list[TrialResult] = []
+    if pick is not None:
+        need += [r for r in search if r.num_envs == pick][:1]
+        above = sorted((r for r in search if r.num_envs > pick and r.status is not Status.OK),
+                       key=lambda r: r.num_envs)
+        need += above[:1]
+        need += [r for r in confirm if r.num_envs == pick and r.status is Status.OK][:1]
+    return {"all_trials_s": wall(results), "search_trials_s": wall(search),
+            "confirm_trials_s": wall(confirm), "floor_s": wall(need) if need else None,
+            "floor_sizes": [r.num_envs for r in need]}
 
 
 def _end(r: TrialResult) -> float:
@@ -159,6 +191,12 @@ def main() -> None:
                         help="GB caps to replay on the recorded curve (keep them where "
                              "trials measured peaks: beyond, the curve is extrapolated)")
     parser.add_argument("--verify-truth", action="store_true")
+    parser.add_argument("--methods", default="bisect,predictive",
+                        help="searches to run at each budget (one or both)")
+    parser.add_argument("--confirm", action="store_true",
+                        help="sweep with the confirming run, objective max-envs: adds the "
+                             "floor and confirmation figures (trials to the boundary still "
+                             "count search trials only)")
     parser.add_argument("--json-out", type=Path, default=None,
                         help="the runs so far, rewritten after each sweep (a cut run keeps them)")
     parser.add_argument("--work", type=Path, default=None,
@@ -179,12 +217,14 @@ def main() -> None:
         wide = [b.strip() for b in args.parallel_budgets.split(",") if b.strip()]
         wide = budgets if wide == ["all"] else wide
         for i, budget in enumerate(budgets + [b for b in wide if b not in budgets]):
-            order = [("bisect", 1), ("predictive", 1)] if budget in budgets else []
+            order = ([(m.strip(), 1) for m in args.methods.split(",") if m.strip()]
+                     if budget in budgets else [])
             if budget in wide:
                 order.append(("predictive", 2))
             order = order[i % len(order):] + order[:i % len(order)]  # rotate: no method first always
             for method, k in order:
-                run = sweep(budget, method, tmp / f"{budget}-{method}-{k}", parallel=k)
+                run = sweep(budget, method, tmp / f"{budget}-{method}-{k}", parallel=k,
+                            confirm=args.confirm)
                 runs.append(run)
                 keep()
                 print(f"{budget} {method} --parallel {k}: {run['search_trials']} search trials "
@@ -226,12 +266,34 @@ def report(runs: list[dict], curve: Curve, budgets: list[str], replay_gb: list[f
         print(f"\n{method}: mean search trials {mean([r['search_trials'] for r in mine]):.2f}, "
               f"mean wall to boundary {mean([r['boundary_wall_s'] for r in mine]):.0f} s, "
               f"mean sweep wall {mean([r['wall_s'] for r in mine]):.0f} s")
+    floored = [r for r in runs if r["parallel"] == 1 and r.get("confirm_trials_s")]
+    if floored:
+        print("\n## Walls against the floor (sum of trial walls; floor = the pick's search trial "
+              "+ the failing size above it + the pick's confirming run)\n")
+        print("| cap | search | pick | floor sizes | all trials s | floor s | / floor | search s |"
+              " confirm s | all / search |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in floored:
+            ratio = r["all_trials_s"] / r["floor_s"] if r["floor_s"] else float("nan")
+            print(f"| {r['budget']} | {r['search']} | {r['recommended']} | {r['floor_sizes']} | "
+                  f"{r['all_trials_s']:.0f} | {r['floor_s'] or 0:.0f} | {ratio:.2f} | "
+                  f"{r['search_trials_s']:.0f} | {r['confirm_trials_s']:.0f} | "
+                  f"{r['all_trials_s'] / r['search_trials_s']:.2f} |")
+        for method in sorted({r["search"] for r in floored}):
+            mine = sorted(r["all_trials_s"] / r["floor_s"] for r in floored
+                          if r["search"] == method and r["floor_s"])
+            conf = [r["all_trials_s"] / r["search_trials_s"] for r in floored
+                    if r["search"] == method]
+            if mine:
+                print(f"\n{method}: median wall / floor {mine[len(mine) // 2]:.2f}; with the "
+                      f"confirmation / search trials alone, mean {mean(conf):.2f}")
     pairs = [(b, [r for r in runs if r["budget"] == b and r["parallel"] == 1]) for b in budgets]
     ratios = [next(r for r in rs if r["search"] == "predictive")["boundary_wall_s"]
               / next(r for r in rs if r["search"] == "bisect")["boundary_wall_s"]
               for _, rs in pairs if len(rs) == 2]
-    print(f"wall to boundary, predictive / bisect per budget: "
-          f"{', '.join(f'{x:.2f}' for x in ratios)} (mean {mean(ratios):.2f})")
+    if ratios:
+        print(f"wall to boundary, predictive / bisect per budget: "
+              f"{', '.join(f'{x:.2f}' for x in ratios)} (mean {mean(ratios):.2f})")
     par = [r for r in runs if r["parallel"] != 1]
     if par:
         print("\n## Predictive --parallel 2 (two capped trials at once on the 2 cores)\n")
