@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -202,7 +203,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None,
                         help="keep the sweeps' run directories here (default: a temp dir)")
     args = parser.parse_args()
-    banner("search benchmark: bisect vs predictive (quick, CPU)")
+    banner(f"search benchmark: {args.methods.replace(',', ' vs ')} (quick, CPU)")
     print(f"load average at start: {load()}")
     runs: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -280,12 +281,12 @@ def report(runs: list[dict], curve: Curve, budgets: list[str], replay_gb: list[f
                   f"{r['search_trials_s']:.0f} | {r['confirm_trials_s']:.0f} | "
                   f"{r['all_trials_s'] / r['search_trials_s']:.2f} |")
         for method in sorted({r["search"] for r in floored}):
-            mine = sorted(r["all_trials_s"] / r["floor_s"] for r in floored
-                          if r["search"] == method and r["floor_s"])
+            mine = [r["all_trials_s"] / r["floor_s"] for r in floored
+                    if r["search"] == method and r["floor_s"]]
             conf = [r["all_trials_s"] / r["search_trials_s"] for r in floored
                     if r["search"] == method]
             if mine:
-                print(f"\n{method}: median wall / floor {mine[len(mine) // 2]:.2f}; with the "
+                print(f"\n{method}: median wall / floor {statistics.median(mine):.2f}; with the "
                       f"confirmation / search trials alone, mean {mean(conf):.2f}")
     pairs = [(b, [r for r in runs if r["budget"] == b and r["parallel"] == 1]) for b in budgets]
     ratios = [next(r for r in rs if r["search"] == "predictive")["boundary_wall_s"]
