@@ -306,6 +306,21 @@ def as_trial(result: TrialResult, limit_bytes: int | None) -> search.Trial:
                         proof=result.purpose is not Purpose.SEARCH)
 
 
+def search_space(results: Sequence[TrialResult], space: SearchSpace,
+                 grid: Sequence[int] | None = None) -> search.Space:
+    """The pure search's view of the space, given the trials so far."""
+    use_model = space.method is SearchMethod.PREDICTIVE and space.limit_bytes is not None
+    limit = (float(model_limit_bytes(results, space.limit_bytes))
+             if space.limit_bytes is not None else math.inf)
+    # Peaks that jitter run to run (a CPU's data segment) are refined to one run's
+    # resolution, a GPU's allocator figures to the grid.
+    gpu = any(r.is_gpu for r in results)
+    return search.Space(tuple(grid if grid is not None else candidates(space)), limit,
+                        space.start, refine=space.refine, shape_of=space.shape_of,
+                        use_model=use_model, prior=space.prior,
+                        resolve_sd=None if gpu else search.RESOLVE_SD)
+
+
 def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -> list[Step]:
     """The next round: up to ``k`` sizes to run at once, or one DONE step that says why.
 
@@ -321,14 +336,7 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -
     if not grid:
         return [Step(StepKind.DONE, None, f"no num_envs between {space.start} and {space.max_envs} "
                                        f"satisfies Brax's batch rules for this profile")]
-    limit = (float(model_limit_bytes(results, space.limit_bytes))
-             if space.limit_bytes is not None else math.inf)
-    # Peaks that jitter run to run (a CPU's data segment) are refined to one run's
-    # resolution, a GPU's allocator figures to the grid.
-    gpu = any(r.is_gpu for r in results)
-    sp = search.Space(tuple(grid), limit, space.start, refine=space.refine,
-                      shape_of=space.shape_of, use_model=use_model, prior=space.prior,
-                      resolve_sd=None if gpu else search.RESOLVE_SD)
+    sp = search_space(results, space, grid)
     trials = [as_trial(r, space.limit_bytes) for r in results]
     stopper = next((r for r in results if r.status in STOPPERS), None)
     if stopper is not None:  # the message says why, as plan() does

@@ -530,6 +530,27 @@ def _kary_pick(open_: list[int], lo: int, hi: int, k: int) -> list[int]:
     return sorted(chosen)
 
 
+def step_down_pick(trials: Sequence[Trial], space: Space, open_: list[int], lo: int,
+                   hi: int) -> int | None:
+    """After a proof run failed at ``hi`` (its search trial fitted): the largest open size at
+    least one refinement step below it, or None when none lies above ``lo`` (no size between
+    them that one run could tell from ``hi``: ``lo`` is the one to prove).
+
+    A proof run peaks above its search trial by that trial's margin plus what the longer run
+    adds; when peaks jitter, that is of the order of one run's jitter, so the edge of the long
+    run lies about a refinement step below ``hi``, not halfway down to ``lo`` (at 1.45 GB a
+    bisection from 128 measured 1024, 1536 and 1664 below a failed 1792). Where peaks do
+    not jitter (``resolve_sd`` None), or the search trials give no model, bisection."""
+    model = None
+    if space.resolve_sd and not space.region_bytes:
+        model = mm.fit(_points([t for t in trials if not t.proof]))
+    step = refinement_step(model, space.resolve_sd) if model is not None else None
+    if step is None:
+        return bisect_pick(open_, lo, hi) if open_ else None
+    below = [n for n in open_ if lo < n <= hi - step[1]]
+    return max(below) if below else None
+
+
 def bisect_pick(open_: list[int], lo: int, hi: int) -> int:
     """The one size bisection takes between lo and hi: the roundest open candidate in the
     middle half, nearest the midpoint among equals."""

@@ -45,10 +45,12 @@ from vramtune.tune.planner import (
     SearchSpace,
     Step,
     StepKind,
+    as_trial,
     candidates,
     doubling_sizes,
     plan_round,
     refinement_size,
+    search_space,
 )
 from vramtune.tune.prior import PriorSource
 from vramtune.tune.recommend import (
@@ -496,24 +498,24 @@ def _clearly_slower(r: TrialResult, best: TrialResult, objective: Objective,
     return c.verdict is Verdict.FASTER and not c.a_faster
 
 
-STEP_DOWN = 3  # sizes measured (searched, then proven) below a failed proof run, at most
+STEP_DOWN = 3  # sizes searched below a failed proof run, at most
 PROOFS = (Purpose.REPEAT, Purpose.CONFIRM)
 
 
 def step_down_budget(refine: int | None) -> int:
-    """Sizes a step-down may measure: ``refine`` when smaller, at most STEP_DOWN. Each is a
-    search trial and a proof run; three halvings leave the proven edge within an eighth of
-    the interval the failed proof opened, and a confirmation costs several trials."""
+    """Sizes a step-down may search: ``refine`` when smaller, at most STEP_DOWN. Three
+    halvings leave the edge within an eighth of the interval the failed proof opened."""
     return STEP_DOWN if refine is None else max(0, min(refine, STEP_DOWN))
 
 
 @dataclass(frozen=True)
 class StepDown:
     """Where a step-down stands: the search trials to the first failed proof run are what the
-    search found; after it, sizes are bisected between ``base`` (the largest size known to
-    fit: proven, or found by the search before the failure) and ``hi`` (the smallest failure),
-    each searched and then proven, so a failed proof halves the interval instead of handing
-    the proof to the next size measured below it."""
+    search found; after it, sizes are bisected by search trials between ``base`` (the largest
+    size below ``hi`` that fitted its search trial or its proof) and ``hi`` (the smallest
+    failure, proof runs included). Only then is the pick proven, and a failed proof lowers
+    ``hi`` to it: one proof per step-down when the search's edge holds, instead of a proof
+    for every size searched (a confirmation costs several search trials)."""
 
     first_failed: int  # the size whose proof run failed first
     base: int
@@ -530,13 +532,13 @@ class StepDown:
         """What the step-down did; with ``size``, which of its sizes a step is about."""
         head = f"step-down below {self.first_failed}, whose proof run failed"
         if size is None:
-            return f"{head}: {len(self.measured)} of at most {self.budget} size(s) measured"
+            return f"{head}: {len(self.measured)} of at most {self.budget} size(s) searched"
         return f"{head}: size {size} of at most {self.budget}"
 
 
 def step_down(config: SweepConfig, results: Sequence[TrialResult]) -> StepDown | None:
-    """The step-down's state, or None while no proof run has failed above a size the search
-    found fitting (then the search alone plans, and says why nothing fits)."""
+    """The step-down's state, or None while no proof run has failed above a size that fitted
+    (then the search alone plans, and says why nothing fits)."""
     limit = config.limit_bytes
     first = next((i for i, r in enumerate(results)
                   if r.purpose in PROOFS and past_boundary(r, limit)), None)
@@ -544,13 +546,13 @@ def step_down(config: SweepConfig, results: Sequence[TrialResult]) -> StepDown |
         return None
     hi = min(r.num_envs for r in results if r.purpose in (Purpose.SEARCH, *PROOFS)
              and past_boundary(r, limit))
-    before = [r.num_envs for r in results[:first] if r.purpose is Purpose.SEARCH
+    fitted = [r.num_envs for r in results if r.purpose is Purpose.SEARCH
               and r.num_envs < hi and not past_boundary(r, limit) and fits(r, limit)]
     proven = max((r.num_envs for r in results if r.purpose in PROOFS and r.num_envs < hi
                   and fits(r, limit) and r.status is Status.OK), default=None)
-    if not before and proven is None:
+    if not fitted and proven is None:
         return None
-    base = max([*before, *([proven] if proven is not None else [])])
+    base = max([*fitted, *([proven] if proven is not None else [])])
     measured = tuple(dict.fromkeys(r.num_envs for r in results[first + 1:]
                                    if r.purpose is Purpose.SEARCH))
     return StepDown(results[first].num_envs, base, hi, proven, measured,
@@ -559,39 +561,50 @@ def step_down(config: SweepConfig, results: Sequence[TrialResult]) -> StepDown |
 
 def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
                     space: SearchSpace) -> list[Step] | None:
-    """After a failed proof run: the proof of the size just searched, or the next size to
-    search (the roundest near the middle of base..hi), or [] when the step-down is over (the
-    pick is then proven as usual). None: no step-down."""
+    """After a failed proof run: the next size to search (the roundest near the middle of
+    base..hi), or [] when the step-down's searching is over (its budget spent, or no size
+    left between); the pick is then proven as usual (``edge_step``), and a proof that fails
+    there lowers ``hi`` again. After a second failed proof, each size is proven as soon as it
+    is searched. None: no step-down."""
     down = step_down(config, results)
     if down is None:
         return None
     limit = config.limit_bytes
-    proofs = {r.num_envs for r in results if r.purpose in PROOFS}
-    pending = [n for n in down.measured if down.base < n < down.hi and n not in proofs
-               and any(r.num_envs == n and r.purpose is Purpose.SEARCH and fits(r, limit)
-                       and not past_boundary(r, limit) for r in results)]
-    if pending:
-        n = max(pending)
-        if config.confirm:
-            steps = confirm_steps(config, _proof_basis(results, n))
-            return [Step(StepKind.CONFIRMING, n, f"confirming {n} envs: {steps} training "
-                                              f"steps, evaluation as in training "
-                                              f"({down.words(down.measured.index(n) + 1)})")]
-        return [Step(StepKind.REPEATING, n, f"repeating {n} envs "
-                                             f"({down.words(down.measured.index(n) + 1)})")]
+    eager = sum(1 for r in results if r.purpose in PROOFS and past_boundary(r, limit)) > 1
+    if eager:
+        # Two proofs failed: a long run peaks well above its search trial, so a search fit
+        # says little about the proof. Prove each size as it is searched, so that the
+        # bisection's base is a proven size and not a fit the next proof would undo.
+        proofs = {r.num_envs for r in results if r.purpose in PROOFS}
+        pending = [n for n in down.measured if down.base <= n < down.hi and n not in proofs
+                   and any(r.num_envs == n and r.purpose is Purpose.SEARCH and fits(r, limit)
+                           and not past_boundary(r, limit) for r in results)]
+        if pending:
+            n = max(pending)
+            where = down.words(down.measured.index(n) + 1)
+            if config.confirm:
+                steps = confirm_steps(config, _proof_basis(results, n))
+                return [Step(StepKind.CONFIRMING, n, f"confirming {n} envs: {steps} training "
+                                                  f"steps, evaluation as in training ({where})")]
+            return [Step(StepKind.REPEATING, n, f"repeating {n} envs ({where})")]
     if down.left <= 0:
         return []
     taken = {r.num_envs for r in results}
     if space.method is SearchMethod.PREDICTIVE:
         open_ = [n for n in candidates(space) if down.base < n < down.hi and n not in taken]
-        size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
+        if eager or not open_:
+            size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
+        else:  # one failed proof: the long run's edge is about one run's jitter below it
+            size = search.step_down_pick(
+                [as_trial(r, limit) for r in results], search_space(results, space),
+                open_, down.base, down.hi)
     else:
         size = refinement_size(down.base, down.hi, space, taken)
     if size is None:
         return []
     return [Step(StepKind.REFINING, size, f"refining between {down.base} and {down.hi}: "
-                                        f"{size} envs, to be searched and then proven "
-                                        f"({down.words(len(down.measured) + 1)})")]
+                                        f"{size} envs, searched; the largest size that fits "
+                                        f"is then proven ({down.words(len(down.measured) + 1)})")]
 
 
 def next_steps(config: SweepConfig, results: Sequence[TrialResult], space: SearchSpace,

@@ -431,3 +431,22 @@ def test_no_step_on_a_pool_of_allocator_regions():
     f = lambda n: 900 + 0.23 * n  # noqa: E731
     plain = S.propose([ok(64, f(64)), ok(320, f(320)), oom(416)], space(f(380), 64, 2048), 1)
     assert not plain.done and 320 < plain.sizes[0] < 416
+
+
+def test_a_step_down_starts_one_refinement_step_below_the_failed_proof():
+    # 1.45 GB, predictive: 128 fitted, 1792 fitted its search trial and failed its confirming
+    # run. Bisection took 1024, then 1536, then 1664; the long run's edge is within one run's
+    # jitter of 1792, so the first size is the largest one step below it.
+    f = lambda n: 900 + 0.2 * n  # noqa: E731
+    sp = space(f(1800), 128, 4096, resolve_sd=S.RESOLVE_SD)
+    trials = [ok(128, f(128)), oom(2048), ok(1792, f(1792)), oom(1920),
+              S.Trial(1792, Status.OOM, proof=True)]
+    open_ = [n for n in sp.candidates if 128 < n < 1792]
+    _, step_envs, _ = S.refinement_step(mm.fit([(128, f(128) * MiB), (1792, f(1792) * MiB)]))
+    n = S.step_down_pick(trials, sp, open_, 128, 1792)
+    assert n == max(c for c in open_ if c <= 1792 - step_envs) and n > 1024
+    # from a fit within one step of the failure, no size a run could tell apart: prove it
+    assert S.step_down_pick(trials, sp, [c for c in open_ if c > n], n, 1792) is None
+    # peaks that do not jitter (a GPU's figures): bisection, as before
+    plain = space(f(1800), 128, 4096)
+    assert S.step_down_pick(trials, plain, open_, 128, 1792) == S.bisect_pick(open_, 128, 1792)
