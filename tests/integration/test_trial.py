@@ -13,11 +13,11 @@ import psutil
 import pytest
 import yaml
 
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli, shared_compile_cache
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.measure.wire import Event, Launched, TrialPhase
-from vramtune.records import Status
+from vramtune.records import Purpose, Status
 from vramtune.workload.profile import builtin_profiles, load_profile
 
 
@@ -178,3 +178,32 @@ def test_unknown_profile_lists_available():
     assert "quick" in proc.stderr and "ant" in proc.stderr
 
 
+
+
+def _leaky(tmp_path, leak: int):
+    data = yaml.safe_load((ROOT / "src/vramtune/profiles/quick.yaml").read_text())
+    data.update(name="leaky", env="tests.workloads_fixture:make_leaking_env",
+                env_kwargs={"leak_bytes_per_env_step": leak})
+    path = tmp_path / "leaky.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_profile(path)
+
+
+@pytest.mark.slow
+def test_a_confirming_run_ends_once_memory_holds_and_not_while_it_grows(tmp_path):
+    def confirm(profile):
+        return run_trial(TrialRequest(profile, 64, purpose=Purpose.CONFIRM, training_steps=60,
+                                      min_training_steps=10,
+                                      compile_cache_dir=shared_compile_cache()))
+
+    held = confirm(load_profile("quick"))
+    assert held.status is Status.OK, held.error_message
+    # ten reports of 6 steps: it may end from step 10, two evaluations in, once the peak
+    # held over the latter half of the run; quick's is steady within the first epochs
+    assert 10 <= held.training_steps < 60 and held.evals >= 3
+    assert held.memory_steady_steps is not None
+    assert held.memory_steady_steps <= held.training_steps / 2 + 6
+    # 2 kB per env step: ~5 MB more per training step, so the peak never holds
+    grows = confirm(_leaky(tmp_path, 2000))
+    assert grows.status is Status.OK, grows.error_message
+    assert grows.training_steps >= 60 and grows.memory_steady_steps is None

@@ -20,7 +20,7 @@ from typing import Any
 
 from vramtune.measure.probe import rlimit_data_in_force, runtime_devices, set_rlimit_data
 from vramtune.measure.rates import median_interval
-from vramtune.measure.wire import ChildReport, TrialSpec, encode_event
+from vramtune.measure.wire import CONFIRM_MIN_EVALS, ChildReport, TrialSpec, encode_event
 from vramtune.records import MAX_RECORDED_INTERVALS
 from vramtune.results.files import write_atomic
 
@@ -348,6 +348,22 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                 return data_segment.peak_bytes
             return _pool_peak_bytes()
 
+        def confirmed_early() -> bool:
+            """A confirming run with a floor ends once, past the floor and after
+            CONFIRM_MIN_EVALS evaluations, the peak has held over the latter half of its
+            progress reports (at least ``steady_intervals``): memory that grows late keeps
+            it running to its full length. Records where the steady stretch began."""
+            floor = spec.min_training_steps
+            if floor is None or state["steps"] < floor:
+                return False
+            if run_evals and state["evals"] - 1 < CONFIRM_MIN_EVALS:  # the first is at step 0
+                return False
+            held = max(measure.steady_intervals, -(-len(history) // 2))
+            if not steady(history, held, measure.steady_tolerance):
+                return False
+            result["memory_steady_steps"] = (len(history) - held) * steps_per_epoch
+            return True
+
         def progress(step: int, metrics: Any) -> None:
             if run_evals:
                 state["evals"] += 1
@@ -372,7 +388,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             seconds = (env_steps_per_epoch / sps if sps else now - marks[-2][0])
             speed.add(env_steps_per_epoch, seconds)
             if fixed_steps:
-                if state["steps"] >= int(fixed_steps):
+                if state["steps"] >= int(fixed_steps) or confirmed_early():
                     raise _Enough()
                 return
             window = now - marks[measure.warmup_intervals][0]

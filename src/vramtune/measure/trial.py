@@ -57,6 +57,8 @@ class TrialRequest:
     sample_interval_s: float | None = DEFAULT_SAMPLE_INTERVAL_S  # None: no sampling
     purpose: Purpose = Purpose.SEARCH
     training_steps: int | None = None  # train exactly this long (a confirming run)
+    # with training_steps: end from this many steps on, once memory holds (child.py)
+    min_training_steps: int | None = None
     cap_bytes: int | None = None  # enforce this instead of the budget (budget x (1 - headroom))
     device_count: int = 1  # devices brax pmaps over; the trial is pinned to exactly these
     alone: bool = False  # its steps/s count: the executor runs nothing beside it on the device
@@ -290,6 +292,7 @@ def trial_spec(request: TrialRequest, cap: Cap, result_path: Path) -> TrialSpec:
                      batch_size=shape.batch_size, num_minibatches=shape.num_minibatches,
                      result_path=str(result_path), rlimit_data_bytes=cap.rlimit_data_bytes,
                      compile_cache_dir=cache_dir, training_steps=request.training_steps,
+                     min_training_steps=request.min_training_steps,
                      import_path=profile_folder(profile),
                      env_factory=(None if profile.factory is None
                                   else base64.b64encode(profile.factory).decode("ascii")))

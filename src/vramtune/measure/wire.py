@@ -18,6 +18,9 @@ from typing import Any
 EVENT_PREFIX = "@@vramtune "
 
 
+CONFIRM_MIN_EVALS = 2  # evaluations after training began, before a confirming run may end
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     """What the parent asks of one trial child, written once as JSON in the trial's folder."""
@@ -30,6 +33,8 @@ class TrialSpec:
     rlimit_data_bytes: int | None = None  # CPU cap, set before JAX is imported
     compile_cache_dir: str | None = None
     training_steps: int | None = None  # train exactly this long (a confirming run)
+    # with training_steps: the run may end from this many steps on, once memory holds
+    min_training_steps: int | None = None
     import_path: str | None = None  # the profile's folder, for its env modules
     env_factory: str | None = None  # a pickled env's factory, base64 (workload/pickled.py)
 

@@ -23,7 +23,7 @@ from vramtune.measure.executor import Executor, LocalExecutor
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest
-from vramtune.measure.wire import Event, SweepNote, TrialStarted
+from vramtune.measure.wire import CONFIRM_MIN_EVALS, Event, SweepNote, TrialStarted
 from vramtune.records import Objective, Purpose, Status, TrialResult
 from vramtune.results.store import (
     RESULTS_FILE,
@@ -302,6 +302,7 @@ def _prepared(out: Path | None, plan: SweepPlan, previous: Run | None, lock: Run
 
 CONFIRM_FACTOR = 10  # a confirming run trains 10x the steps its trial's memory took to settle...
 MIN_CONFIRM_STEPS = 50  # ...and at least 10 epochs of 5 steps: memory is steady by epoch 4-8
+MIN_CONFIRM_FLOOR_STEPS = 10  # a confirming run that ends early trains at least this long
 
 
 def confirm_steps(config: SweepConfig, chosen: TrialResult) -> int:
@@ -314,6 +315,16 @@ def confirm_steps(config: SweepConfig, chosen: TrialResult) -> int:
         return config.confirm_steps
     # bounded as --confirm-steps is: a results file (resumed) may hold any figure
     return min(MAX_TRAINING_STEPS, max(MIN_CONFIRM_STEPS, CONFIRM_FACTOR * _settled_steps(chosen)))
+
+
+def confirm_floor_steps(config: SweepConfig, chosen: TrialResult, steps: int) -> int | None:
+    """Where a confirming run may end once memory holds (``child``: the peak steady over the
+    latter half of the run, two evaluations in): never before the steps its search trial
+    ran, so that it proves at least what that trial did. None (run ``steps`` exactly) when
+    the user fixed the length with ``--confirm-steps``."""
+    if config.confirm_steps is not None:
+        return None
+    return min(steps, max(MIN_CONFIRM_FLOOR_STEPS, chosen.training_steps or 0))
 
 
 def confirm_timeout_s(config: SweepConfig, chosen: TrialResult, steps: int) -> float:
@@ -357,12 +368,23 @@ def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | Non
     if config.confirm:
         if any(r.purpose is Purpose.CONFIRM for r in same):
             return None
-        steps = confirm_steps(config, _proof_basis(results, n))
-        return Step(StepKind.CONFIRMING, n, f"confirming {n} envs: {steps} training steps, "
-                                         f"evaluation as in training")
+        return confirming_step(config, results, n)
     if any(r.purpose is Purpose.REPEAT for r in same):
         return None  # proven (or not: choose() then moved on); one repeat per size
     return Step(StepKind.REPEATING, n, f"repeating {n} envs: a size fits only if it fits again")
+
+
+def confirming_step(config: SweepConfig, results: Sequence[TrialResult], n: int,
+                    where: str = "") -> Step:
+    """The confirming run of size n, and what it will cover."""
+    basis = _proof_basis(results, n)
+    steps = confirm_steps(config, basis)
+    floor = confirm_floor_steps(config, basis, steps)
+    length = (f"{steps} training steps" if floor is None or floor >= steps else
+              f"{floor}-{steps} training steps (ending once memory has held over the latter "
+              f"half of the run, {CONFIRM_MIN_EVALS}+ evaluations in)")
+    return Step(StepKind.CONFIRMING, n, f"confirming {n} envs: {length}, evaluation as in "
+                                     f"training{f' ({where})' if where else ''}")
 
 
 def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
@@ -583,9 +605,7 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
             n = max(pending)
             where = down.words(down.measured.index(n) + 1)
             if config.confirm:
-                steps = confirm_steps(config, _proof_basis(results, n))
-                return [Step(StepKind.CONFIRMING, n, f"confirming {n} envs: {steps} training "
-                                                  f"steps, evaluation as in training ({where})")]
+                return [confirming_step(config, results, n, where)]
             return [Step(StepKind.REPEATING, n, f"repeating {n} envs ({where})")]
     if down.left <= 0:
         return []
@@ -659,12 +679,13 @@ def search_inputs(results: Sequence[TrialResult], space: SearchSpace) -> list[Tr
 def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Step) -> TrialRequest:
     """The request for a planned step: a search trial, a repeat, or the long confirming run."""
     assert step.num_envs is not None
-    purpose, steps, timeout_s = Purpose.SEARCH, None, config.timeout_s
+    purpose, steps, floor, timeout_s = Purpose.SEARCH, None, None, config.timeout_s
     if step.phase is StepKind.ALONE:
         purpose = Purpose.ALONE
     elif step.phase is StepKind.CONFIRMING:
         chosen = _proof_basis(results, step.num_envs)
         purpose, steps = Purpose.CONFIRM, confirm_steps(config, chosen)
+        floor = confirm_floor_steps(config, chosen, steps)
         timeout_s = confirm_timeout_s(config, chosen, steps)
     elif step.phase is StepKind.REPEATING:
         purpose = Purpose.REPEAT
@@ -677,6 +698,7 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
                         timeout_s=timeout_s, compile_cache_dir=config.compile_cache_dir,
                         cache_under_cpu_cap=cached,
                         purpose=purpose, training_steps=steps, cap_bytes=config.limit_bytes,
+                        min_training_steps=floor,
                         device_count=config.device_count,
                         alone=purpose is not Purpose.SEARCH)
 
