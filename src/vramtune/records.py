@@ -105,7 +105,9 @@ class TrialResult:
     training_steps: int | None = None
     evals: int | None = None
     memory_steady: bool | None = None
-    # training steps at which the last steady stretch of memory began (sizes the confirming run)
+    # training steps at which the last steady stretch of memory began: in a search trial, where
+    # the steady rule first held (sizes the confirming run); in a confirming run that ended
+    # once memory held, the start of the latter half it held over
     memory_steady_steps: int | None = None
     # speed (compile excluded)
     compile_s: float | None = None

@@ -248,9 +248,9 @@ def sweep(
                                        "run had); off: repeat the chosen size once instead.")
     ] = None,
     confirm_steps: Annotated[int | None, typer.Option(
-        "--confirm-steps", help="Training steps of the confirming run (default: 10x the "
-                                "steps after which the trial's memory was steady, at least "
-                                "50).")] = None,
+        "--confirm-steps", help="Training steps of the confirming run, exactly (default: up "
+                                "to 10x the steps after which the trial's memory was steady, "
+                                "at least 50, ending once memory has held).")] = None,
     devices: Annotated[int | None, typer.Option("--devices", help=DEVICES_HELP + " Default 1, or "
                                                 "a resumed run's.")] = None,
     search: Annotated[SearchMethod | None, typer.Option(

@@ -20,7 +20,7 @@ from typing import Any
 
 from vramtune.measure.probe import rlimit_data_in_force, runtime_devices, set_rlimit_data
 from vramtune.measure.rates import median_interval
-from vramtune.measure.wire import CONFIRM_MIN_EVALS, ChildReport, TrialSpec, encode_event
+from vramtune.measure.wire import CONFIRM_EVALS, CONFIRM_MIN_EVALS, ChildReport, TrialSpec, encode_event
 from vramtune.records import MAX_RECORDED_INTERVALS
 from vramtune.results.files import write_atomic
 
@@ -88,7 +88,6 @@ def preimport() -> None:
     from vramtune.workload import build  # noqa: F401
 
 
-CONFIRM_EVALS = 10  # evaluations over a confirming run
 
 
 class _Enough(Exception):

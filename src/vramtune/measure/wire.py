@@ -18,6 +18,7 @@ from typing import Any
 EVENT_PREFIX = "@@vramtune "
 
 
+CONFIRM_EVALS = 10  # evaluations over a confirming run
 CONFIRM_MIN_EVALS = 2  # evaluations after training began, before a confirming run may end
 
 

@@ -544,7 +544,8 @@ def step_down_pick(trials: Sequence[Trial], space: Space, open_: list[int], lo: 
     model = None
     if space.resolve_sd and not space.region_bytes:
         model = mm.fit(_points([t for t in trials if not t.proof]))
-    step = refinement_step(model, space.resolve_sd) if model is not None else None
+    step = (refinement_step(model, space.resolve_sd, model.interval(hi, _shape(space, hi)))
+            if model is not None else None)
     if step is None:
         return bisect_pick(open_, lo, hi) if open_ else None
     below = [n for n in open_ if lo < n <= hi - step[1]]

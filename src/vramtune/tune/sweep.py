@@ -23,7 +23,7 @@ from vramtune.measure.executor import Executor, LocalExecutor
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest
-from vramtune.measure.wire import CONFIRM_MIN_EVALS, Event, SweepNote, TrialStarted
+from vramtune.measure.wire import CONFIRM_EVALS, CONFIRM_MIN_EVALS, Event, SweepNote, TrialStarted
 from vramtune.records import Objective, Purpose, Status, TrialResult
 from vramtune.results.store import (
     RESULTS_FILE,
@@ -380,6 +380,8 @@ def confirming_step(config: SweepConfig, results: Sequence[TrialResult], n: int,
     basis = _proof_basis(results, n)
     steps = confirm_steps(config, basis)
     floor = confirm_floor_steps(config, basis, steps)
+    if floor is not None:  # the child reports every steps // CONFIRM_EVALS steps, and needs 3
+        floor = max(floor, 3 * -(-steps // CONFIRM_EVALS))
     length = (f"{steps} training steps" if floor is None or floor >= steps else
               f"{floor}-{steps} training steps (ending once memory has held over the latter "
               f"half of the run, {CONFIRM_MIN_EVALS}+ evaluations in)")
@@ -533,11 +535,11 @@ def step_down_budget(refine: int | None) -> int:
 @dataclass(frozen=True)
 class StepDown:
     """Where a step-down stands: the search trials to the first failed proof run are what the
-    search found; after it, sizes are bisected by search trials between ``base`` (the largest
-    size below ``hi`` that fitted its search trial or its proof) and ``hi`` (the smallest
-    failure, proof runs included). Only then is the pick proven, and a failed proof lowers
-    ``hi`` to it: one proof per step-down when the search's edge holds, instead of a proof
-    for every size searched (a confirmation costs several search trials)."""
+    search found; after it, sizes between ``base`` (the largest size below ``hi`` that fitted
+    its search trial or its proof) and ``hi`` (the smallest failure, proof runs included) are
+    searched (``step_down_steps`` says which). Only then is the pick proven, and a failed
+    proof lowers ``hi`` to it: one proof per step-down when the search's edge holds, instead
+    of a proof for every size searched (a confirmation costs several search trials)."""
 
     first_failed: int  # the size whose proof run failed first
     base: int
@@ -583,11 +585,15 @@ def step_down(config: SweepConfig, results: Sequence[TrialResult]) -> StepDown |
 
 def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
                     space: SearchSpace) -> list[Step] | None:
-    """After a failed proof run: the next size to search (the roundest near the middle of
-    base..hi), or [] when the step-down's searching is over (its budget spent, or no size
-    left between); the pick is then proven as usual (``edge_step``), and a proof that fails
-    there lowers ``hi`` again. After a second failed proof, each size is proven as soon as it
-    is searched. None: no step-down."""
+    """After a failed proof run: the next size to search, or [] when the step-down's searching
+    is over (its budget spent, or no size left between); the pick is then proven as usual
+    (``edge_step``), and a proof that fails there lowers ``hi`` again. None: no step-down.
+
+    Which size: while ``hi`` failed only its proof, the predictive search on a CPU starts one
+    refinement step below it (``search.step_down_pick``). Otherwise it bisects base..hi:
+    after a second failed proof (each size is then proven as soon as it is searched), once a
+    search trial failed below the proof (the edge is not a jitter below it), on a GPU, and
+    with ``--search bisect``."""
     down = step_down(config, results)
     if down is None:
         return None
@@ -612,7 +618,10 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
     taken = {r.num_envs for r in results}
     if space.method is SearchMethod.PREDICTIVE:
         open_ = [n for n in candidates(space) if down.base < n < down.hi and n not in taken]
-        if eager or not open_:
+        # hi fitted its search trial: only then is the long run's edge near it
+        proof_only = not any(r.num_envs == down.hi and r.purpose is Purpose.SEARCH
+                             and past_boundary(r, limit) for r in results)
+        if eager or not proof_only or not open_:
             size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
         else:  # one failed proof: the long run's edge is about one run's jitter below it
             size = search.step_down_pick(

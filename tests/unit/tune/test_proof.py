@@ -16,9 +16,11 @@ from vramtune.tune.replay import Curve, outcome
 from vramtune.tune.sweep import (
     STEP_DOWN,
     SweepConfig,
+    confirming_step,
     edge_step,
     next_steps,
     search_outcome,
+    trial_request,
 )
 from vramtune.workload.profile import load_profile
 
@@ -223,3 +225,60 @@ def test_a_step_down_searches_first_and_proves_only_its_pick():
     results.append(r(n, data_gb=peak(n), cap=int(1.45 * GB), purpose=Purpose.CONFIRM))
     assert _steps(config, results) == []
     assert sum(x.purpose is Purpose.CONFIRM for x in results) == 2
+
+
+def test_a_search_failure_below_the_failed_proof_turns_the_step_down_to_bisection():
+    # review finding: 1792 fitted its search trial and failed its confirmation; stepping one
+    # jitter lower each time after 1664 failed its own search trial walked 1664, 1536, 1408
+    # (all oom) and proved 128. A search failure says the edge is not a jitter below the
+    # proof: bisect between the largest fit and it.
+    mib = 2**20
+    cap = int(1.45 * GB)
+    config = SweepConfig(load_profile("quick"), cap, 0.0, 128, 4096, None,
+                         objective=Objective.MAX_ENVS)
+    peak = lambda n: (1000 + 0.2 * n) * mib / GB  # noqa: E731
+    results = [r(128, data_gb=peak(128), cap=cap), r(2048, Status.OOM),
+               r(1792, data_gb=peak(1792), cap=cap), r(1920, Status.OOM),
+               r(1792, Status.OOM, purpose=Purpose.CONFIRM)]
+    [step] = _steps(config, results)
+    results.append(r(step.num_envs, Status.OOM))  # it fails its search trial
+    [step] = _steps(config, results)
+    assert step.phase == "refining"
+    hi = results[-1].num_envs
+    assert 128 + (hi - 128) / 4 <= step.num_envs <= 128 + 3 * (hi - 128) / 4, step
+
+
+def test_after_two_failed_proofs_each_size_is_proven_as_soon_as_it_is_searched():
+    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 128, 1024, None,
+                         objective=Objective.MAX_ENVS)
+    results = [r(128, data_gb=0.95), r(512, data_gb=1.0), r(576, data_gb=1.03),
+               r(640, Status.OOM), r(576, Status.OOM, purpose=Purpose.CONFIRM),
+               r(512, Status.OOM, purpose=Purpose.CONFIRM)]
+    [step] = _steps(config, results)
+    assert step.phase == "refining" and 128 < step.num_envs < 512
+    n = step.num_envs
+    results.append(r(n, data_gb=0.97))
+    [step] = _steps(config, results)
+    assert (step.phase, step.num_envs) == ("confirming", n)
+    assert "step-down below 576, whose proof run failed: size 1 of at most" in step.reason
+
+
+@pytest.mark.parametrize("confirm_steps, trial_steps, floor", [
+    (None, 6, 10),  # a short trial: at least 10
+    (None, 30, 30),  # never shorter than the trial it proves
+    (None, None, 10),  # an old record without its length
+    (None, 400, 50),  # never above the ceiling (max(50, 10 x settled))
+    (80, 6, None),  # --confirm-steps: exactly as long as asked
+])
+def test_a_confirming_run_gets_a_floor_unless_its_length_was_asked(confirm_steps, trial_steps,
+                                                                     floor):
+    config = dataclasses.replace(_config(True), confirm_steps=confirm_steps)
+    results = [dataclasses.replace(r(256, steps=trial_steps or 0), training_steps=trial_steps,
+                                   memory_steady_steps=5)]
+    request = trial_request(config, results, Step(StepKind.CONFIRMING, 256, "confirming"))
+    assert request.purpose is Purpose.CONFIRM
+    assert request.min_training_steps == floor
+    assert request.training_steps == (confirm_steps or 50)
+    words = confirming_step(config, results, 256).reason
+    # a floor at the ceiling is a fixed length, and said as one
+    assert ("ending once memory has held" in words) == (floor is not None and floor < 50)
