@@ -537,16 +537,20 @@ def step_down_pick(trials: Sequence[Trial], space: Space, open_: list[int], lo: 
     them that one run could tell from ``hi``: ``lo`` is the one to prove).
 
     A proof run peaks above its search trial by that trial's margin plus what the longer run
-    adds; when peaks jitter, that is of the order of one run's jitter, so the edge of the long
-    run lies about a refinement step below ``hi``, not halfway down to ``lo`` (at 1.45 GB a
-    bisection from 128 measured 1024, 1536 and 1664 below a failed 1792). Where peaks do
-    not jitter (``resolve_sd`` None), or the search trials give no model, bisection."""
+    adds. When the margin was within one refinement step (2 sd of one run's peak), the failure
+    is what one run's jitter does, so the long run's edge lies about a step below ``hi``, not
+    halfway down to ``lo`` (at 1.45 GB a bisection from 128 measured 1024, 1536 and 1664
+    below a failed 1792, whose trial peaked 16 MiB under the cap). A wider margin says the
+    long run grows past its trial (a leak, a late phase): bisection, as where peaks do not
+    jitter (``resolve_sd`` None) or the search trials give no model."""
     model = None
     if space.resolve_sd and not space.region_bytes:
         model = mm.fit(_points([t for t in trials if not t.proof]))
     step = (refinement_step(model, space.resolve_sd, model.interval(hi, _shape(space, hi)))
             if model is not None else None)
-    if step is None:
+    peaks = [t.peak_bytes for t in trials if t.num_envs == hi and not t.proof
+             and t.status == OK and t.peak_bytes is not None]
+    if step is None or not peaks or space.limit_bytes - max(peaks) > step[0]:
         return bisect_pick(open_, lo, hi) if open_ else None
     below = [n for n in open_ if lo < n <= hi - step[1]]
     return max(below) if below else None

@@ -447,6 +447,10 @@ def test_a_step_down_starts_one_refinement_step_below_the_failed_proof():
     assert n == max(c for c in open_ if c <= 1792 - step_envs) and n > 1024
     # from a fit within one step of the failure, no size a run could tell apart: prove it
     assert S.step_down_pick(trials, sp, [c for c in open_ if c > n], n, 1792) is None
+    # a trial far under the cap that failed its long run: the long run grows (a leak, a late
+    # phase), not a jitter: bisection
+    roomy = space(f(1792) + 200, 128, 4096, resolve_sd=S.RESOLVE_SD)
+    assert S.step_down_pick(trials, roomy, open_, 128, 1792) == S.bisect_pick(open_, 128, 1792)
     # peaks that do not jitter (a GPU's figures): bisection, as before
     plain = space(f(1800), 128, 4096)
     assert S.step_down_pick(trials, plain, open_, 128, 1792) == S.bisect_pick(open_, 128, 1792)
