@@ -100,10 +100,11 @@ def test_a_confirmation_that_fails_steps_down_to_a_smaller_size(tmp_path):
     summary, results = _sweep(tmp_path, "--profile", str(profile), "--gpu-mem", "1.72GB",
                               "--start", "128", "--max-envs", "256", "--objective", "max-envs",
                               "--confirm-steps", "150", "--refine", "1")
-    # A failed confirmation starts the step-down: sizes between 128 and 256 are searched,
-    # then each is confirmed, before a smaller size is (was: 128, the next measured size).
-    # --refine 1: the step-down measures one size (it allows min(refine, 3)); the test is
-    # the step-down, not the resolution, and each long run here takes 35-45 s.
+    # A failed confirmation starts the step-down: a size between 128 and 256 is searched,
+    # then the pick is confirmed, before a smaller size is (was: 128, the next measured size).
+    # 256's trial sat ~440 MB under the cap, so its long run grows (a leak), not a jitter:
+    # the step-down bisects. --refine 1: it searches one size (it allows min(refine, 3)); the
+    # test is the step-down, not the resolution, and each long run here takes 35-45 s.
     confirm = {r.num_envs: r for r in results if r.purpose is Purpose.CONFIRM}
     assert confirm[256].status is Status.OOM, confirm[256].error_message
     between = [r.num_envs for r in results if r.purpose is Purpose.SEARCH and 128 < r.num_envs < 256]
