@@ -88,8 +88,6 @@ def preimport() -> None:
     from vramtune.workload import build  # noqa: F401
 
 
-
-
 class _Enough(Exception):
     """Raised from progress_fn once throughput and memory are both steady."""
 

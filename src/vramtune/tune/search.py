@@ -542,7 +542,10 @@ def step_down_pick(trials: Sequence[Trial], space: Space, open_: list[int], lo: 
     halfway down to ``lo`` (at 1.45 GB a bisection from 128 measured 1024, 1536 and 1664
     below a failed 1792, whose trial peaked 16 MiB under the cap). A wider margin says the
     long run grows past its trial (a leak, a late phase): bisection, as where peaks do not
-    jitter (``resolve_sd`` None) or the search trials give no model."""
+    jitter (``resolve_sd`` None), the search trials give no model, or ``hi`` failed its own
+    search trial (the edge is not a jitter below a proof)."""
+    if not _only_proof_failed(trials, hi, space.limit_bytes):
+        return bisect_pick(open_, lo, hi) if open_ else None
     model = None
     if space.resolve_sd and not space.region_bytes:
         model = mm.fit(_points([t for t in trials if not t.proof]))

@@ -618,10 +618,7 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
     taken = {r.num_envs for r in results}
     if space.method is SearchMethod.PREDICTIVE:
         open_ = [n for n in candidates(space) if down.base < n < down.hi and n not in taken]
-        # hi fitted its search trial: only then is the long run's edge near it
-        proof_only = not any(r.num_envs == down.hi and r.purpose is Purpose.SEARCH
-                             and past_boundary(r, limit) for r in results)
-        if eager or not proof_only or not open_:
+        if eager or not open_:
             size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
         else:  # one failed proof: the long run's edge is about one run's jitter below it
             size = search.step_down_pick(
