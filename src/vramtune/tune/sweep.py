@@ -659,9 +659,13 @@ def search_outcome(results: Sequence[TrialResult], space: SearchSpace, parallel:
     ``config``, a step-down that ran says where it ended."""
     down = step_down(config, results) if config is not None else None
     if down is not None and not step_down_steps(config, results, space):
-        edge = down.proven if down.proven is not None else down.base
+        if down.proven is not None and down.proven >= down.base:
+            edge = f"{down.proven} (proven)"
+        elif down.proven is not None:  # the objective proved a smaller pick than the edge
+            edge = f"{down.base} (fits its search trial; {down.proven} proven)"
+        else:
+            edge = f"{down.base} (fits)"
         return Step(StepKind.DONE, None, f"{down.words()}; boundary between {edge} "
-                                      f"({'proven' if down.proven is not None else 'fits'}) "
                                       f"and {down.hi} (fails)")
     return plan_round(search_inputs(results, space), space, parallel)[0]
 

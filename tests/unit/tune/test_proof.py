@@ -282,3 +282,14 @@ def test_a_confirming_run_gets_a_floor_unless_its_length_was_asked(confirm_steps
     words = confirming_step(config, results, 256).reason
     # a floor at the ceiling is a fixed length, and said as one
     assert ("ending once memory has held" in words) == (floor is not None and floor < 50)
+
+
+def test_the_step_down_names_the_edge_that_fits_beside_a_smaller_proven_pick():
+    # README's first command, 2026-11-27: 832 failed its confirmation, throughput picked and
+    # proved 128, and the search line said "boundary between 128 (proven) and 832"
+    config = dataclasses.replace(_config(True), objective=Objective.THROUGHPUT, start=128)
+    results = [r(128, sps=2000.0), r(768, sps=1000.0), r(832, sps=1000.0), r(896, Status.OOM),
+               r(832, Status.OOM, purpose=Purpose.CONFIRM), r(128, purpose=Purpose.CONFIRM)]
+    words = search_outcome(results, config.space(), 1, config).reason
+    assert words.endswith("boundary between 768 (fits its search trial; 128 proven) and 832 "
+                          "(fails)"), words
