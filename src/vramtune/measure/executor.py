@@ -24,6 +24,12 @@ from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
 from vramtune.measure.wire import Event, TrialPhase
 from vramtune.records import MAX_PARALLEL, PARALLEL_AUTO, Status, TrialResult
 
+# CPU cores one GPU trial keeps busy, for --parallel auto. Measured on a 16-core H200 host
+# (2026-11-27, `quick`, cold compiles): 16 capped trials at once, the first ended after 97 s
+# against 25 s alone (3.9x); if the cores are shared evenly, each trial alone keeps ~4 busy,
+# so beyond cores/4 trials at once each one slows down and a round outlasts its gain.
+CORES_PER_GPU_TRIAL = 4
+
 SHARED_NOTE = ("ran beside other trials (or the compile-only probe) on the same device: its "
                "memory verdict holds (its own cap), its steps/s do not (shared compute)")
 
@@ -98,8 +104,9 @@ class LocalExecutor:
 
     ``parallel="auto"`` plans K from the device: on a GPU as many capped trials as the
     memory free on the card now holds, less one cap kept for the compile-only probe, at most
-    one per CPU core (each trial's process drives its GPU work from the host); a cap is the
-    budget less headroom (8 GB at 10%: 7.2 GB, 10 on an 80 GB card). On a CPU one, since
+    one per ``CORES_PER_GPU_TRIAL`` CPU cores (a trial's compile and its host side keep
+    several cores busy); a cap is the budget less headroom (8 GB at 10%: 7.2 GB, 10 on an
+    80 GB card). On a CPU one, since
     XLA already runs each trial's step on every core and trials beside each other only
     share them (on 2 cores a trial ran 1.5-2x slower beside another).
     """
@@ -176,8 +183,10 @@ class LocalExecutor:
             return 1, ("--parallel auto: NVML does not say how much of the card is free, so "
                        "trials run one at a time")
         by_memory = free // each - 1  # one cap kept for the compile-only probe beside them
-        fit = max(1, min(by_memory, cores, MAX_PARALLEL))
-        bound = "CPU cores" if cores < by_memory else "the card's free memory"
+        by_cores = max(1, cores // CORES_PER_GPU_TRIAL)
+        fit = max(1, min(by_memory, by_cores, MAX_PARALLEL))
+        bound = (f"CPU cores, {CORES_PER_GPU_TRIAL} a trial" if by_cores < by_memory
+                 else "the card's free memory")
         return fit, (f"--parallel auto: {fit} capped trial(s) at once, bounded by {bound} "
                      f"({free / 1e9:.1f} GB free on the card, {each / 1e9:.2f} GB each with one "
                      f"kept for the compile-only probe; {cores} core(s)); steps/s that decide "

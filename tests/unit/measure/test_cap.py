@@ -204,10 +204,10 @@ def test_auto_parallel_plans_capped_trials_from_the_free_memory_of_the_card(fake
                                                                            monkeypatch):
     from vramtune.measure import executor as ex
 
-    # An 80 GB H100 (NVML's total 85.5e9 bytes) emulating an 8 GB card on a 16-core host:
+    # An 80 GB H100 (NVML's total 85.5e9 bytes) emulating an 8 GB card on a 64-core host:
     # 10 caps fit, one is kept for the compile-only probe: 9; beside another process's 6 GB,
-    # 8. A host with 4 cores drives 4.
-    monkeypatch.setattr(ex, "usable_cores", lambda: 16)
+    # 8. A host with 16 cores drives 4 (4 cores a trial).
+    monkeypatch.setattr(ex, "usable_cores", lambda: 64)
     card = FakeGpu(GPU0, pci_bus_id="0:18:00.0", memory_total=85_520_809_984)
     fake_nvml(FakeSystem(gpus=[card]))
     nvml = Nvml()
@@ -219,9 +219,11 @@ def test_auto_parallel_plans_capped_trials_from_the_free_memory_of_the_card(fake
     card.memory_used = 6 * GB
     busy = ex.LocalExecutor(cap, nvml, parallel="auto", standby=False)
     assert busy.parallel == 8 and "79.5 GB free" in busy.notice
-    monkeypatch.setattr(ex, "usable_cores", lambda: 4)
+    monkeypatch.setattr(ex, "usable_cores", lambda: 16)
     few = ex.LocalExecutor(cap, nvml, parallel="auto", standby=False)
-    assert few.parallel == 4 and "bounded by CPU cores" in few.notice
+    assert few.parallel == 4 and "bounded by CPU cores, 4 a trial" in few.notice
+    monkeypatch.setattr(ex, "usable_cores", lambda: 2)
+    assert ex.LocalExecutor(cap, nvml, parallel="auto", standby=False).parallel == 1
     uncapped = ex.LocalExecutor(plan_gpu_cap(None, nvml, None), nvml, parallel="auto",
                                 standby=False)
     assert uncapped.parallel == 1 and "without a budget" in uncapped.notice
