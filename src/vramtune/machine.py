@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -17,15 +18,38 @@ _PACKAGES = {"jax": "jax", "jaxlib": "jaxlib", "brax": "brax", "mujoco": "mujoco
              "mujoco_mjx": "mujoco-mjx", "playground": "playground", "vramtune": "vramtune"}
 
 
+_SOURCE_VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
+
+
 @cache
 def versions() -> dict[str, str]:
+    """Installed versions, read from package metadata; a package imported from a source tree
+    on PYTHONPATH (brax from git, say) has none, so its ``__version__`` line is read from the
+    file instead (not imported: the parent never imports JAX), marked "(source)"."""
     found = {"python": platform.python_version()}
     for key, dist in _PACKAGES.items():
         try:
             found[key] = metadata.version(dist)
         except metadata.PackageNotFoundError:
-            continue
+            source = _source_version(key)
+            if source is not None:
+                found[key] = f"{source} (source)"
     return found
+
+
+def _source_version(module: str) -> str | None:
+    """``__version__`` as a top-level package's ``__init__.py`` states it, or None."""
+    try:
+        spec = util.find_spec(module)  # a top-level name: located, not imported
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None or not spec.origin.endswith("__init__.py"):
+        return None
+    try:
+        match = _SOURCE_VERSION.search(Path(spec.origin).read_text(errors="replace"))
+    except OSError:
+        return None
+    return match.group(1) if match else None
 
 
 @cache
