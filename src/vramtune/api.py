@@ -219,7 +219,7 @@ def sweep(profile: ProfileArg = None, *, on_event: EventCallback | None = None,
     """The boundary under the budget (``search``: predictive, the default, aims with a memory
     model fitted to the trials so far; bisect doubles then bisects), then the measured pick.
     ``parallel`` trials run at once where their caps fit the device together (``"auto"``:
-    as many as the card's free memory holds). The options
+    as many as the card's free memory holds, one per 4 CPU cores at most). The options
     are ``sweep_request``'s. ``profile`` may be a dict whose ``env`` is a callable defined
     here (sent to each trial's process with cloudpickle). Progress and warnings go to the
     "vramtune" logger and, as typed events, to ``on_event``.

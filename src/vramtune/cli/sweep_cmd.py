@@ -262,7 +262,8 @@ def sweep(
     parallel: Annotated[str | None, typer.Option(
         help="Trials at once on this machine, when their caps fit the device together; "
              "their steps/s are re-measured alone where the objective compares them. auto: "
-             "as many as the card's free memory holds (one at a time on CPU). Default 1, or "
+             "as many as the card's free memory holds, one per 4 CPU cores at most (one at a "
+             "time on CPU). Default 1, or "
              "a resumed run's.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the final JSON summary.")]
     = False,
