@@ -25,6 +25,7 @@ from itertools import islice
 from vramtune.records import STOPPERS, Purpose, Status, TrialResult
 from vramtune.tune import search
 from vramtune.tune.model import SlopePrior
+from vramtune.tune.pool import PoolModel
 from vramtune.tune.recommend import does_not_fit_words, past_boundary
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile
@@ -278,14 +279,31 @@ def keeps_base_unrolls(profile: Profile, device_count: int) -> Callable[[int], b
 
 
 def model_figure_bytes(result: TrialResult) -> int | None:
-    """The peak the memory model fits: the figure that runs out of the cap. CPU: the data
-    segment RLIMIT_DATA counts; GPU: the allocator's live peak (the pool grows in doubling
-    regions and under a cap fills up to it, so it is not smooth in num_envs)."""
+    """The peak the least-squares memory model fits (``tune.model``: budgets' predictions,
+    replay curves): the figure that runs out of the cap. CPU: the data segment RLIMIT_DATA
+    counts; GPU: the allocator's live peak (the pool grows in whole regions, so it is not
+    smooth in num_envs). The search on a GPU fits the pool itself, as a pool (``uses_pool``,
+    ``tune.pool``)."""
     if result.is_gpu:
         figure = result.jax_peak_bytes_in_use
     else:
         figure = result.host_peak_data_bytes
     return figure if figure is not None else result.peak_bytes
+
+
+# XLA's BFC allocator grew quick's pool in 256 MiB steps on an H100 and an H200 (258, 514,
+# 770 MiB; 270, 526, 782 with a 12 MiB small region beside them): the granularity the pool
+# model brackets each reading to. A region the allocator takes larger only widens what a
+# reading says; the model's misses check catches a pool that leaves the levels.
+POOL_REGION_BYTES = 256 * 2**20
+
+
+def uses_pool(results: Sequence[TrialResult]) -> bool:
+    """The search fits the allocator's pool, the figure that decides an OOM on a GPU: a GPU
+    run whose every ok trial reported its pool (the BFC allocator's statistics)."""
+    gpu = [r for r in results if r.is_gpu]
+    return bool(gpu) and all(r.jax_peak_pool_bytes is not None
+                             for r in gpu if r.status is Status.OK)
 
 
 def model_limit_bytes(results: Sequence[TrialResult], limit_bytes: int) -> int:
@@ -295,15 +313,23 @@ def model_limit_bytes(results: Sequence[TrialResult], limit_bytes: int) -> int:
     return min([limit_bytes, *reported])
 
 
-def as_trial(result: TrialResult, limit_bytes: int | None) -> search.Trial:
+def as_trial(result: TrialResult, limit_bytes: int | None, pool: bool = False) -> search.Trial:
+    """The search's view of a record; ``pool`` (``uses_pool``): the figure is the allocator's
+    pool, with the live peak beside it."""
     shape = (result.batch_size, result.num_minibatches, result.unroll_length)
     # the recommender's rule (an ok trial under a cap no larger than the line proved it)
     over = result.status is Status.OK and past_boundary(result, limit_bytes)
-    figure = model_figure_bytes(result) if result.status is Status.OK else None
+    figure = model_figure_bytes(result)
+    live = None
+    if pool and result.jax_peak_pool_bytes is not None:
+        figure, live = result.jax_peak_pool_bytes, result.jax_peak_bytes_in_use
+    if result.status is not Status.OK:
+        figure = None
     return search.Trial(result.num_envs, result.status,
                         float(figure) if figure is not None else None,
                         shape if None not in shape else None, over,  # type: ignore[arg-type]
-                        proof=result.purpose is not Purpose.SEARCH)
+                        proof=result.purpose is not Purpose.SEARCH,
+                        live_bytes=float(live) if live is not None else None)
 
 
 def search_space(results: Sequence[TrialResult], space: SearchSpace,
@@ -313,11 +339,12 @@ def search_space(results: Sequence[TrialResult], space: SearchSpace,
     limit = (float(model_limit_bytes(results, space.limit_bytes))
              if space.limit_bytes is not None else math.inf)
     # Peaks that jitter run to run (a CPU's data segment) are refined to one run's
-    # resolution, a GPU's allocator figures to the grid.
+    # resolution, a GPU's allocator figures to the grid; a GPU's pool is fitted as a pool.
     gpu = any(r.is_gpu for r in results)
     return search.Space(tuple(grid if grid is not None else candidates(space)), limit,
                         space.start, refine=space.refine, shape_of=space.shape_of,
                         use_model=use_model, prior=space.prior,
+                        region_bytes=POOL_REGION_BYTES if uses_pool(results) else None,
                         resolve_sd=None if gpu else search.RESOLVE_SD)
 
 
@@ -337,7 +364,8 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -
         return [Step(StepKind.DONE, None, f"no num_envs between {space.start} and {space.max_envs} "
                                        f"satisfies Brax's batch rules for this profile")]
     sp = search_space(results, space, grid)
-    trials = [as_trial(r, space.limit_bytes) for r in results]
+    pool = uses_pool(results)
+    trials = [as_trial(r, space.limit_bytes, pool) for r in results]
     stopper = next((r for r in results if r.status in STOPPERS), None)
     if stopper is not None:  # the message says why, as plan() does
         return [Step(StepKind.DONE, None, f"stopped: num_envs={stopper.num_envs} ended in "
@@ -359,7 +387,15 @@ def _step_words(proposal: search.Proposal, n: int) -> str:
     """The proposal's reason, with the model's figures for this size labelled 'predicted'."""
     words = proposal.reason
     predicted = proposal.predicted.get(n)
-    if predicted is not None:
+    if predicted is not None and isinstance(proposal.model, PoolModel):
+        # a pool's median level may lie past the limit (the size would run out of memory
+        # there): the chance it fits is what the search aimed with, so say it
+        middle, upper = predicted
+        words += (f"; predicted pool {format_bytes(int(middle))} (median), upper bound "
+                  f"{format_bytes(int(upper))}, fits under the "
+                  f"{format_bytes(int(proposal.model.top_bytes))} level with probability "
+                  f"{proposal.model.prob_fits(n):.2f} (a prediction, not a measurement)")
+    elif predicted is not None:
         mean, upper = predicted
         words += (f"; predicted peak {format_bytes(int(mean))}, upper bound "
                   f"{format_bytes(int(upper))} (a prediction, not a measurement)")

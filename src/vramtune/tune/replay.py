@@ -5,7 +5,8 @@ under the cap would have had. The curve is the peaks real trials measured (the f
 memory model fits: the data segment on CPU, the allocator's live peak on GPU), linear
 between recorded sizes and along the last segment beyond them. A replay is as good as that
 curve: exact at recorded sizes, an interpolation elsewhere; ``benchmarks/bench_search.py``
-says so where it uses it.
+says so where it uses it. ``Recorded`` replays a recorded GPU sweep's own trials instead
+(their live peaks and pools), with the pool between them read pessimistically.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from vramtune.records import Status, TrialResult
+from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune.planner import SearchSpace, Step, StepKind, candidates, model_figure_bytes, plan_round
 
 
@@ -111,10 +112,60 @@ class Replay:
         return max(fits, default=None)
 
 
+Shape = tuple[int, int, int] | None
+
+
+class Recorded:
+    """A recorded sweep's search trials as the answers of a replay: a size it measured gives
+    its own record; another size out of memory at or above the smallest recorded OOM, else
+    the pool of the next recorded size up (a pool between two recorded sizes stands at the
+    larger one's level or below: the pessimistic reading) and the live peak interpolated."""
+
+    def __init__(self, records: Iterable[TrialResult]):
+        search = [r for r in records if r.purpose is Purpose.SEARCH]
+        if not any(r.status is Status.OK for r in search):
+            raise ValueError("a recorded sweep needs a search trial that fitted")
+        self.by_size = {r.num_envs: r for r in search}
+        self.ok = sorted(n for n, r in self.by_size.items() if r.status is Status.OK)
+        self.fails_from = min((n for n, r in self.by_size.items() if r.status is Status.OOM),
+                              default=None)
+        self.template = search[0]
+
+    def __call__(self, num_envs: int, shape: Shape = None) -> TrialResult:
+        if num_envs in self.by_size:
+            return self.by_size[num_envs]
+        bs, nmb, unroll = shape if shape is not None else (None, None, None)
+        base = replace(self.template, num_envs=num_envs, batch_size=bs, num_minibatches=nmb,
+                       unroll_length=unroll, steps_per_s=None, wall_s=None,
+                       nvml_process_peak_bytes=None, notes=("replayed, not measured",))
+        if self.fails_from is not None and num_envs >= self.fails_from:
+            return replace(base, status=Status.OOM, jax_peak_pool_bytes=None,
+                           jax_peak_bytes_in_use=None)
+        i = bisect.bisect_left(self.ok, num_envs)
+        up = self.by_size[self.ok[min(i, len(self.ok) - 1)]]
+        down = self.by_size[self.ok[max(i - 1, 0)]]
+        live = None
+        if up.jax_peak_bytes_in_use is not None and down.jax_peak_bytes_in_use is not None:
+            span = up.num_envs - down.num_envs
+            w = (num_envs - down.num_envs) / span if span else 0.0
+            live = int(down.jax_peak_bytes_in_use
+                       + w * (up.jax_peak_bytes_in_use - down.jax_peak_bytes_in_use))
+        return replace(base, status=Status.OK, jax_peak_pool_bytes=up.jax_peak_pool_bytes,
+                       jax_peak_bytes_in_use=live, steps_per_s=1.0)
+
+
 def replay(curve: Callable[[float], float], space: SearchSpace, k: int = 1,
            max_rounds: int = 200, backend: str = "cpu") -> Replay:
     """Run the planner's search to its end against ``curve`` under ``space.limit_bytes``."""
     assert space.limit_bytes is not None, "a replay needs a cap"
+    limit = space.limit_bytes
+    return replay_answers(lambda n, shape: outcome(curve, n, limit, shape, backend), space, k,
+                          max_rounds)
+
+
+def replay_answers(answer: Callable[[int, Shape], TrialResult], space: SearchSpace, k: int = 1,
+                   max_rounds: int = 200) -> Replay:
+    """Run the planner's search to its end, each size answered by ``answer(n, shape)``."""
     results: list[TrialResult] = []
     rounds: list[tuple[int, ...]] = []
     for _ in range(max_rounds):
@@ -125,7 +176,7 @@ def replay(curve: Callable[[float], float], space: SearchSpace, k: int = 1,
         rounds.append(sizes)
         for n in sizes:
             shape = space.shape_of(n) if space.shape_of else None
-            results.append(outcome(curve, n, space.limit_bytes, shape, backend))
+            results.append(answer(n, shape))
     raise RuntimeError(f"the search did not finish in {max_rounds} rounds")
 
 

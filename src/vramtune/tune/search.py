@@ -34,6 +34,12 @@ that fits and the smallest that fails are adjacent candidates.
    the grid (1, 2, 4 candidates), not a doubling past the edge. The model is asked again on
    every call.
 
+On a GPU's pool (``Space.region_bytes``: the allocator grows it in whole regions, and a trial
+runs out of memory when it would grow past its limit) the model is ``tune.pool``'s: the
+pool's need fitted to what each reading brackets, an OOM one of the readings (it moves the
+line; no shift), P(fits) from its posterior. Nothing failed yet, it aims at
+``aim_pool_open``. Its misses fall back as above.
+
 It never proposes a size already measured (repeats are ``sweep.edge_step``'s business),
 proposes only candidates, and stops when the boundary is bracketed, the refine budget is spent,
 nothing fails up to the largest candidate, the first size fails, or a trial ended in an error.
@@ -48,6 +54,7 @@ from dataclasses import dataclass, field, replace
 
 from vramtune.records import BOUNDARY_FAILURES, STOPPERS, Status
 from vramtune.tune import model as mm
+from vramtune.tune import pool
 
 OK, OOM, CRASH = Status.OK, Status.OOM, Status.CRASH
 MIB = 2**20
@@ -69,6 +76,7 @@ class Trial:
     shape: tuple[int, int, int] | None = None  # (batch_size, num_minibatches, unroll_length)
     over_limit: bool = False  # ran ok, but a peak the sweep holds to the limit was above it
     proof: bool = False  # a repeat or confirming run that failed: a failure, not a search trial
+    live_bytes: float | None = None  # GPU: the allocator's live peak (the pool holds at least it)
 
 
 @dataclass(frozen=True)
@@ -87,15 +95,20 @@ class Space:
     spread_up_to: int = 2
     surprise: float = 0.8  # a failure where the current model gives P(fits) >= this: bisect
     prior: mm.SlopePrior | None = None  # the growth per env from a compile-only probe
-    # The figure grows in whole allocator regions of this size (a GPU's pool): the model
-    # fits each peak as the middle of the region it rounds up from, with the rounding's
-    # spread, and a size fits when its demand stays under the highest pool level <= limit.
+    # The figure grows in whole allocator regions of this size (a GPU's pool): the search
+    # aims with ``tune.pool``'s model of the pool's need, which each reading brackets to one
+    # region, and a size fits when its need stays under the highest pool level <= limit.
     region_bytes: float | None = None
     # the refinement step in sd of one run's peak (RESOLVE_SD); None: refine to the grid (a
     # GPU's allocator figures do not jitter as a CPU's data segment does)
     resolve_sd: float | None = None
     aim_prior: float = 0.4  # the first jump from one size and the prior (replays: 4.04 trials
     #                         on the recorded curve at 0.3-0.4, 4.20 at 0.5)
+    # The pool model, nothing failed yet: a little past the median edge. A failure bounds the
+    # pool's need from below, which fits inside one level rarely do (made-up pools,
+    # benchmarks/replay_gpu.py --synthetic: 4.38 search trials on average over 7 priors, at
+    # most 8, at 0.4; 4.39 and 8 at 0.5; 4.91 and 11 at 0.8; bisection 5.72 and 7)
+    aim_pool_open: float = 0.4
 
 
 @dataclass(frozen=True)
@@ -106,7 +119,7 @@ class Proposal:
     fits: int | None = None  # largest size that fitted (measured)
     fails: int | None = None  # smallest size that failed (measured)
     predicted: dict[int, tuple[float, float]] = field(default_factory=dict)  # size -> (mean, upper)
-    model: mm.Model | None = None
+    model: mm.Model | pool.PoolModel | None = None
     missed: tuple[mm.Miss, ...] = ()
 
     @property
@@ -181,14 +194,13 @@ def roundness(n: int) -> int:
     return (n & -n).bit_length()
 
 
-def _points(trials: Iterable[Trial], region_bytes: float | None = None) -> list[mm.Point]:
-    """The model's points; a figure rounded up to a region stands for the middle of it."""
-    shift = region_bytes / 2 if region_bytes else 0.0
+def _points(trials: Iterable[Trial]) -> list[mm.Point]:
+    """The least-squares model's points: every ok trial with a figure."""
     pts = []
     for t in trials:
         if t.status == OK and t.peak_bytes is not None:
             bs, nmb, unroll = t.shape if t.shape else (None, None, None)
-            pts.append(mm.Point(t.num_envs, float(t.peak_bytes) - shift, bs, nmb, unroll))
+            pts.append(mm.Point(t.num_envs, float(t.peak_bytes), bs, nmb, unroll))
     return pts
 
 
@@ -200,12 +212,8 @@ def level_limit(trials: Iterable[Trial], space: Space) -> float:
     region = space.region_bytes
     if not region:
         return space.limit_bytes
-    pools = [float(t.peak_bytes) for t in trials
-             if t.status == OK and t.peak_bytes is not None and t.peak_bytes <= space.limit_bytes]
-    if not pools:
-        return space.limit_bytes - region / 2
-    top = max(pools)
-    return top + region * math.floor((space.limit_bytes - top) / region)
+    pools = [float(t.peak_bytes) for t in trials if t.status == OK and t.peak_bytes is not None]
+    return pool.top_level(pools, space.limit_bytes, region)
 
 
 def _done(reason: str, lo, hi, model=None, missed=()) -> Proposal:
@@ -263,11 +271,12 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                         f"{_list(sizes)} envs ({hi} envs fitted its search trial and failed a "
                         f"longer run)", lo, hi)
 
-    pts = _points(trials, space.region_bytes)
+    pts = _points(trials)
     aim = space  # the space the model aims in: with regions, the demand under the top level
     if space.region_bytes:
         aim = replace(space, limit_bytes=level_limit(trials, space), cap_bytes=None)
-    if space.fit_octaves is not None:  # local: memory is only close to affine (quick is convex)
+    if space.fit_octaves is not None and not space.region_bytes:  # local: memory is only
+        # close to affine (quick is convex); a pool's readings are brackets, all of them kept
         floor = lo / 2 ** space.fit_octaves
         near = [p for p in pts if p.num_envs >= floor]
         if len({p.num_envs for p in near}) >= 2:
@@ -275,13 +284,20 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
         else:  # the two largest sizes measured, at least
             top = sorted({p.num_envs for p in pts})[-2:]
             pts = [p for p in pts if p.num_envs in top]
-    model, missed = _checked_model(pts, trials, aim, failing)
+    model: mm.Model | pool.PoolModel | None
+    if space.region_bytes:
+        model, missed = _checked_pool_model(trials, space, aim, failing)
+    else:
+        model, missed = _checked_model(pts, trials, aim, failing)
     walk = _walk(grid, measured, set(failing), lo)
     # fits measured in the top octave with nothing failed yet: the model keeps aiming short
     crawl = len(set(fitting) & {n for n in measured if n >= lo / 2}) if hi is None else 0
     vague = model is not None and model.growth()[1] <= 0
     shifted = ""
-    if (model is not None and missed and all(m.what == "fail-below-mean" for m in missed)
+    # (Not for the pool model: an OOM is one of its readings and has moved its line already;
+    # a pool model that still expects the failure to fit is wrong, and bisection follows.)
+    if (isinstance(model, mm.Model) and missed
+            and all(m.what == "fail-below-mean" for m in missed)
             and _over_memory(trials, missed[0].num_envs, space.limit_bytes)):
         # An out-of-memory trial has no peak to fit, yet it says the peak there is over the
         # limit: move the line up until it is (the slope kept), and aim below it again. A
@@ -293,8 +309,8 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
     # Only where the model is trusted as it stands (no miss, no line raised after one, not
     # walking up past it) and the space says peaks jitter (a CPU's data segment; not a GPU's
     # allocator figures, nor a pool of regions, whose rounding is the model's, not a run's).
-    if model is not None and not missed and hi is not None and not vague and not shifted \
-            and walk < WALK and space.resolve_sd and not space.region_bytes:
+    if isinstance(model, mm.Model) and not missed and hi is not None and not vague \
+            and not shifted and walk < WALK and space.resolve_sd and not space.region_bytes:
         step = refinement_step(model, space.resolve_sd, model.interval(lo, _shape(space, lo)))
         if step is not None and hi - lo <= step[1]:
             return _done(f"boundary found to within one run's jitter: {lo} fits, {hi} fails; "
@@ -372,13 +388,12 @@ def _checked_model(pts: list[mm.Point], trials: Sequence[Trial], space: Space,
     priors = [space.prior, None] if space.prior is not None else [None]
     ooms = [t.num_envs for t in trials if t.status == OOM]
     first: tuple[mm.Model | None, list[mm.Miss]] | None = None
-    floor = space.region_bytes / math.sqrt(12) if space.region_bytes else 0.0
     for prior in priors:
-        model = mm.fit(pts, prior=prior, floor_bytes=floor)
+        model = mm.fit(pts, prior=prior)
         if model is None:
             continue
         missed = mm.misses(pts, ooms, space.cap_bytes or space.limit_bytes, space.shape_of,
-                           prior=prior, floor_bytes=floor)
+                           prior=prior)
         missed += _under_predicted(model, space, failing)
         if not missed:
             return model, []
@@ -386,7 +401,35 @@ def _checked_model(pts: list[mm.Point], trials: Sequence[Trial], space: Space,
     return first if first is not None else (None, [])
 
 
-def _under_predicted(model: mm.Model, space: Space, failing: list[int]) -> list[mm.Miss]:
+def _checked_pool_model(trials: Sequence[Trial], space: Space, aim: Space, failing: list[int]
+                        ) -> tuple[pool.PoolModel | None, list[mm.Miss]]:
+    """The pool model (a GPU's allocator regions) and where it missed, as ``_checked_model``:
+    with the slope prior first, the trials alone where they contradict it. It reads the search
+    trials' pools and their out-of-memory failures; a proof run's pool (a longer run) and a
+    timeout (no memory evidence) are not readings."""
+    if not space.use_model or not space.region_bytes:
+        return None, []
+    readings = [pool.Reading(t.num_envs, float(t.peak_bytes) if t.status == OK else None,
+                             t.live_bytes)
+                for t in trials if not t.proof and (
+                    (t.status == OK and t.peak_bytes is not None) or t.status == OOM)]
+    priors = [space.prior, None] if space.prior is not None else [None]
+    first: tuple[pool.PoolModel | None, list[mm.Miss]] | None = None
+    region, limit = space.region_bytes, space.limit_bytes
+    for prior in priors:
+        model = pool.fit(readings, region_bytes=region, limit_bytes=limit, prior=prior)
+        if model is None:
+            continue
+        missed = pool.misses(readings, region_bytes=region, limit_bytes=limit, prior=prior)
+        missed += _under_predicted(model, aim, failing)
+        if not missed:
+            return model, []
+        first = first or (model, missed)
+    return first if first is not None else (None, [])
+
+
+def _under_predicted(model: mm.Model | pool.PoolModel, space: Space,
+                     failing: list[int]) -> list[mm.Miss]:
     """The smallest failed size, if the current model still expects it to fit (P >= surprise).
 
     An OOM has no peak to fit, so a model that overshot stays as it was: trusting it again
@@ -417,8 +460,8 @@ def _walk(grid: Sequence[int], measured: set[int], failing: set[int], lo: int) -
     return run
 
 
-def _model_pick(model: mm.Model, space: Space, open_: list[int], grid: list[int], lo: int,
-                hi: int | None, k: int) -> tuple[list[int], str]:
+def _model_pick(model: mm.Model | pool.PoolModel, space: Space, open_: list[int],
+                grid: list[int], lo: int, hi: int | None, k: int) -> tuple[list[int], str]:
     probs = _fit_probabilities(model, space, open_, lo, hi)
     if probs is None:
         return [], "vague"
@@ -426,6 +469,8 @@ def _model_pick(model: mm.Model, space: Space, open_: list[int], grid: list[int]
         aim = space.aim_open if hi is None and len(model.sizes) <= 2 else space.aim
         if hi is None and len(model.sizes) == 1:
             aim = space.aim_prior
+        if hi is None and isinstance(model, pool.PoolModel):
+            aim = space.aim_pool_open
         fit_ok = [n for n in open_ if probs[n] >= aim]
         if fit_ok:
             return [fit_ok[-1]], "predict"
@@ -449,8 +494,8 @@ def _model_pick(model: mm.Model, space: Space, open_: list[int], grid: list[int]
     return sorted(chosen[:k]), phase
 
 
-def _fit_probabilities(model: mm.Model, space: Space, open_: list[int], lo: int,
-                       hi: int | None) -> dict[int, float] | None:
+def _fit_probabilities(model: mm.Model | pool.PoolModel, space: Space, open_: list[int],
+                       lo: int, hi: int | None) -> dict[int, float] | None:
     """P(n fits | lo fitted, hi failed) for each open candidate.
 
     One random edge E (memory grows with num_envs): n fits iff E >= n. The model gives

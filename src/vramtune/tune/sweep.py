@@ -51,6 +51,7 @@ from vramtune.tune.planner import (
     plan_round,
     refinement_size,
     search_space,
+    uses_pool,
 )
 from vramtune.tune.prior import PriorSource
 from vramtune.tune.recommend import (
@@ -622,7 +623,8 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
             size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
         else:  # one failed proof: the long run's edge is about one run's jitter below it
             size = search.step_down_pick(
-                [as_trial(r, limit) for r in results], search_space(results, space),
+                [as_trial(r, limit, uses_pool(results)) for r in results],
+                search_space(results, space),
                 open_, down.base, down.hi)
     else:
         size = refinement_size(down.base, down.hi, space, taken)
