@@ -24,7 +24,13 @@ from vramtune.records import (
 from vramtune.results.frame import counted_records, one_per_size
 from vramtune.results.store import Run
 from vramtune.tune import model as mm
-from vramtune.tune.planner import SearchSpace, candidates, keeps_base_unrolls, model_figure_bytes
+from vramtune.tune.planner import (
+    SearchSpace,
+    candidates,
+    keeps_base_unrolls,
+    model_figure_bytes,
+    uses_pool,
+)
 from vramtune.tune.recommend import Recommendation, choose, fits
 from vramtune.tune.speed import DEFAULT_MARGIN
 from vramtune.units import both_units, budget_label, format_bytes, headroom_limit_bytes
@@ -75,9 +81,11 @@ class PredictedSize:
     upper_bytes: float
     limit_bytes: int
     command: str
+    figure: str = "peak"  # what the model fitted: "pool" on a GPU (the allocator's), else "peak"
 
     def __str__(self) -> str:
-        return (f"predicted, not measured: num_envs={self.num_envs} should fit (model peak "
+        return (f"predicted, not measured: num_envs={self.num_envs} should fit (model "
+                f"{self.figure} "
                 f"{format_bytes(int(self.mean_bytes))}, upper bound "
                 f"{format_bytes(int(self.upper_bytes))}, under the {format_bytes(self.limit_bytes)} "
                 f"line); nothing is written for it until a sweep runs it: {self.command}")
@@ -228,9 +236,17 @@ def predict_size(source: Measurements, budget_bytes: int,
     """The largest round size the memory model, fitted to the measured peaks, puts under the
     budget's line with its upper bound; None when the model cannot say or says nothing more
     than what was measured."""
-    results = [r for r in source.every_result or source.results
-               if r.status is Status.OK and model_figure_bytes(r) is not None]
-    points = [mm.Point(r.num_envs, float(model_figure_bytes(r) or 0), r.batch_size,
+    every = source.every_result or source.results
+    # On a GPU the pool, not the live peak, runs out of the allocator's limit, and it sits
+    # at about twice the live peak (quick: 770 MiB of pool over 378 live at 1920 envs): a
+    # line through the live peaks put 13,312 envs under a 3 GB card where 1920 filled 2 GB.
+    pool = uses_pool(every)
+
+    def figure(r: TrialResult) -> int | None:
+        return r.jax_peak_pool_bytes if pool else model_figure_bytes(r)
+
+    results = [r for r in every if r.status is Status.OK and figure(r) is not None]
+    points = [mm.Point(r.num_envs, float(figure(r) or 0), r.batch_size,
                        r.num_minibatches, r.unroll_length) for r in results]
     model = mm.fit(points)
     if model is None or model.growth()[1] <= 0:
@@ -263,7 +279,8 @@ def predict_size(source: Measurements, budget_bytes: int,
         return None
     pred = model.interval(n, shape_of(n))
     return PredictedSize(n, pred.mean_bytes, pred.upper_bytes, limit,
-                         sweep_command(profile, budget_bytes, headroom_fraction, n))
+                         sweep_command(profile, budget_bytes, headroom_fraction, n),
+                         "pool" if pool else "peak")
 
 
 def sweep_command(profile: Profile, budget_bytes: int, headroom_fraction: float,

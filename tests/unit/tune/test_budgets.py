@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from vramtune.records import Status, TrialResult
-from vramtune.tune.budgets import Measurements, choose_for_budget
+from vramtune.results.store import load_run
+from vramtune.tune.budgets import Measurements, choose_for_budget, merge_runs, predict_size
 from vramtune.workload.profile import load_profile
 
 MiB = 2**20
@@ -63,3 +64,14 @@ def test_a_pick_whose_memory_was_still_growing_says_so():
     assert any("still growing" in n for n in e.notices)
     steady = choose_for_budget(measurements(SWEEP), CAP, headroom_fraction=0.0)
     assert not any("still growing" in n for n in steady.notices)
+
+
+def test_a_gpu_prediction_fits_the_pool_that_runs_out_not_the_live_peak():
+    # quick on an H200 under 2 GB (pools 258 ... 770 MiB over live peaks of 195 ... 378): for
+    # a 3 GB card the pool's line says 4096 envs, and an uncapped H100 trial at 4096 read a
+    # 1536 MiB pool, inside the prediction. The live peaks' line said 13,312.
+    recorded = Path(__file__).parents[3] / "benchmarks/results/gpu-2026-11-27/sweep1_results.jsonl"
+    predicted = predict_size(merge_runs([load_run(recorded)]), 3 * 10**9, 0.1)
+    assert predicted is not None and predicted.num_envs == 4096
+    assert predicted.mean_bytes < 1536 * 2**20 < predicted.upper_bytes
+    assert predict_size(merge_runs([load_run(recorded)]), 2 * 10**9, 0.1) is None  # swept
