@@ -9,6 +9,7 @@ and warnings go to the "vramtune" logger as well as to ``on_event``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -199,6 +200,14 @@ def outcome(prepared: PreparedSweep, *, interrupted: bool = False) -> SweepOutco
                  prepared.objective, margin=config.speed_margin,
                  remeasure_left=remeasure_left(config, state.results))
     stopped = state.final_step.reason if state.final_step and not interrupted else None
+    if interrupted and rec.chosen is None and state.results:
+        # Stopped with nothing fitting: "does not fit even at N" holds only where N is the
+        # smallest size the search could try; else smaller sizes may never have run.
+        smallest = min(r.num_envs for r in state.results)
+        if smallest > config.space().start:
+            rec = dataclasses.replace(rec, notice=(
+                f"the sweep was stopped before a size that fits was measured (the smallest "
+                f"measured, num_envs={smallest}, is above the start, {config.space().start})"))
     return SweepOutcome(prepared.run_dir, tuple(state.results), rec, stopped, state.reused,
                         interrupted, prepared.header)
 

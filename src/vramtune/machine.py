@@ -18,7 +18,11 @@ _PACKAGES = {"jax": "jax", "jaxlib": "jaxlib", "brax": "brax", "mujoco": "mujoco
              "mujoco_mjx": "mujoco-mjx", "playground": "playground", "vramtune": "vramtune"}
 
 
-_SOURCE_VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
+_SOURCE_VERSION = re.compile(
+    r"""^__version__(?:[ \t]*:[ \t]*str)?[ \t]*=[ \t]*['"]([^'"\n]{1,64})['"]""", re.MULTILINE)
+_SOURCE_READ_BYTES = 64 * 1024  # a version line sits near the top; never read a file whole
+# import names where they differ from the version's key (those keys are no import names)
+_MODULES = {"mujoco_mjx": "mujoco.mjx", "playground": "mujoco_playground"}
 
 
 @cache
@@ -31,24 +35,32 @@ def versions() -> dict[str, str]:
         try:
             found[key] = metadata.version(dist)
         except metadata.PackageNotFoundError:
-            source = _source_version(key)
+            source = _source_version(_MODULES.get(key, key))
             if source is not None:
                 found[key] = f"{source} (source)"
     return found
 
 
 def _source_version(module: str) -> str | None:
-    """``__version__`` as a top-level package's ``__init__.py`` states it, or None."""
+    """``__version__`` as a top-level package's ``__init__.py`` states it (its first 64 KiB),
+    or None. A dotted name is not looked up: finding it would import its parent."""
+    if "." in module:
+        return None
     try:
         spec = util.find_spec(module)  # a top-level name: located, not imported
     except (ImportError, ValueError):
         return None
     if spec is None or spec.origin is None or not spec.origin.endswith("__init__.py"):
         return None
+    path = Path(spec.origin)
     try:
-        match = _SOURCE_VERSION.search(Path(spec.origin).read_text(errors="replace"))
+        if not path.is_file():
+            return None
+        with path.open("rb") as f:
+            head = f.read(_SOURCE_READ_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None
+    match = _SOURCE_VERSION.search(head)
     return match.group(1) if match else None
 
 

@@ -74,3 +74,27 @@ def test_a_damaged_emitted_file_is_a_user_error_or_ignored_never_a_crash(tmp_pat
         assert "\n" not in str(e)
     else:
         assert "ppo" not in prof.ppo and prof.num_envs == 64
+
+
+def test_an_interrupted_sweep_with_nothing_fitting_claims_no_edge(tmp_path):
+    # --parallel auto on an H200 was stopped while 15 smaller trials ran: only 2048's OOM had
+    # ended, and "does not fit even at num_envs=2048" would have been false (1920 fits).
+    from vramtune import api
+    from vramtune.records import Status, TrialResult
+
+    prepared = api.prepare_sweep("quick", start=128, max_envs=2048, gpu_mem="1.3GB",
+                                 confirm=False, standby=False, out=tmp_path / "run")
+    try:
+        def oom(n: int) -> TrialResult:
+            return TrialResult(status=Status.OOM, profile="quick", profile_hash="h",
+                               num_envs=n, backend="cpu")
+
+        prepared.state.results.append(oom(2048))
+        notice = api.outcome(prepared, interrupted=True).recommendation.notice or ""
+        assert "stopped before a size that fits" in notice and "even" not in notice
+        assert "does not fit even" in (api.outcome(prepared).recommendation.notice or "")
+        prepared.state.results.append(oom(128))  # the start itself failed: that is the edge
+        notice = api.outcome(prepared, interrupted=True).recommendation.notice or ""
+        assert "does not fit even at num_envs=128" in notice
+    finally:
+        prepared.release()

@@ -37,3 +37,20 @@ def test_versions_mark_a_source_tree(tmp_path, monkeypatch):
         assert machine.versions()["vt_src2"] == "2.0 (source)"
     finally:
         machine.versions.cache_clear()
+
+
+def test_a_hostile_init_gives_no_version(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cases = {
+        "vt_multiline": "__version__ = '\nimport os\n'\n",  # no line break inside a version
+        "vt_late": "x = 1\n" * 20_000 + "__version__ = '9'\n",  # past the 64 KiB read
+        "vt_binary": "\x00\xff\x00 not python",
+    }
+    for name, text in cases.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(text, errors="surrogateescape")
+        assert machine._source_version(name) is None, name
+    (tmp_path / "vt_typed").mkdir()
+    (tmp_path / "vt_typed" / "__init__.py").write_text('__version__: str = "3.1"\n')
+    assert machine._source_version("vt_typed") == "3.1"
+    assert machine._source_version("mujoco.mjx") is None  # dotted: never imported to look

@@ -206,9 +206,6 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
             console.print(f"[green]{escape(rec.confirmed_line)}[/]")
         elif config.confirm and not interrupted:
             console.print("[yellow]not confirmed:[/] no long run of this size passed")
-    elif interrupted:  # sizes below the ones that ended may not have run: claim no edge
-        console.print("[bold red]no recommendation:[/] the sweep was stopped before a size "
-                      "that fits was measured")
     elif rec.notice:
         console.print(f"[bold red]no recommendation:[/] {escape(rec.notice)}")
     console.print(f"results: {escape(str(run_dir))}")

@@ -24,10 +24,11 @@ from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
 from vramtune.measure.wire import Event, TrialPhase
 from vramtune.records import MAX_PARALLEL, PARALLEL_AUTO, Status, TrialResult
 
-# CPU cores one GPU trial keeps busy, for --parallel auto. Measured on a 16-core H200 host
-# (2026-11-27, `quick`, cold compiles): 16 capped trials at once, the first ended after 97 s
-# against 25 s alone (3.9x); if the cores are shared evenly, each trial alone keeps ~4 busy,
-# so beyond cores/4 trials at once each one slows down and a round outlasts its gain.
+# CPU cores one GPU trial keeps busy, for --parallel auto: an inference, not a measured
+# optimum. With one trial per core (16 at once on a 16-core H200 host, `quick`, cold
+# compiles) the first to end took 3.9x as long as one alone and the other 15 had not ended by
+# then; if the cores were what they shared, each trial alone keeps ~4 busy (its compile and
+# its host side). Sharing the one GPU may explain part of it; benchmarks/README.md.
 CORES_PER_GPU_TRIAL = 4
 
 SHARED_NOTE = ("ran beside other trials (or the compile-only probe) on the same device: its "

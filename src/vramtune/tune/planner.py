@@ -344,7 +344,9 @@ def search_space(results: Sequence[TrialResult], space: SearchSpace,
     return search.Space(tuple(grid if grid is not None else candidates(space)), limit,
                         space.start, refine=space.refine, shape_of=space.shape_of,
                         use_model=use_model, prior=space.prior,
-                        region_bytes=POOL_REGION_BYTES if uses_pool(results) else None,
+                        # a pool model needs a limit to have levels under (no budget: none)
+                        region_bytes=(POOL_REGION_BYTES if use_model and uses_pool(results)
+                                      else None),
                         resolve_sd=None if gpu else search.RESOLVE_SD)
 
 
@@ -388,13 +390,16 @@ def _step_words(proposal: search.Proposal, n: int) -> str:
     words = proposal.reason
     predicted = proposal.predicted.get(n)
     if predicted is not None and isinstance(proposal.model, PoolModel):
-        # a pool's median level may lie past the limit (the size would run out of memory
-        # there): the chance it fits is what the search aimed with, so say it
-        middle, upper = predicted
-        words += (f"; predicted pool {format_bytes(int(middle))} (median), upper bound "
-                  f"{format_bytes(int(upper))}, fits under the "
-                  f"{format_bytes(int(proposal.model.top_bytes))} level with probability "
-                  f"{proposal.model.prob_fits(n):.2f} (a prediction, not a measurement)")
+        # A pool past the top level is no reading at all (the trial runs out of memory), so
+        # the median is named as a level only when it is one. The probability is the model's
+        # own, before the sizes measured around n narrow it (the search aims with that).
+        middle, _upper = predicted
+        top = proposal.model.top_bytes
+        median = (f"median pool {format_bytes(int(middle))}" if middle <= top
+                  else f"median past the {format_bytes(int(top))} level (out of memory)")
+        words += (f"; predicted {median}; P(fits under the {format_bytes(int(top))} level) "
+                  f"{proposal.model.prob_fits(n):.2f} by the model alone (a prediction, not a "
+                  f"measurement)")
     elif predicted is not None:
         mean, upper = predicted
         words += (f"; predicted peak {format_bytes(int(mean))}, upper bound "

@@ -68,6 +68,8 @@ class Reading:
 def top_level(pools: Iterable[float], limit_bytes: float, region_bytes: float) -> float:
     """The highest pool level under the limit: levels lie a whole number of regions from the
     largest pool measured under it; without one, half a region under the limit."""
+    if not math.isfinite(limit_bytes):  # no cap: no level to run out of
+        return limit_bytes
     under = [p for p in pools if p <= limit_bytes]
     if not under:
         return limit_bytes - region_bytes / 2

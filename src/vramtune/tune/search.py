@@ -439,9 +439,18 @@ def _under_predicted(model: mm.Model | pool.PoolModel, space: Space,
     found = []
     for n in failing[:1]:  # the smallest failure: those above it follow from it
         pred = model.interval(n, _shape(space, n))
-        if pred.prob_at_most(space.limit_bytes) >= space.surprise:
+        if _prob_fits(model, space, n) >= space.surprise:
             found.append(mm.Miss(n, "fail-below-mean", None, pred.lower_bytes, pred.upper_bytes))
     return found
+
+
+def _prob_fits(model: mm.Model | pool.PoolModel, space: Space, n: int) -> float:
+    """P(n fits): the pool model's own, under the top level it fitted to (the search
+    readings'; a proof run's pool off the levels' grid must not move it), and cheap (its
+    interval sorts the whole posterior grid); else the peak under the space's limit."""
+    if isinstance(model, pool.PoolModel):
+        return model.prob_fits(n)
+    return model.interval(n, _shape(space, n)).prob_at_most(space.limit_bytes)
 
 
 def _shape(space: Space, n: int):
@@ -505,7 +514,7 @@ def _fit_probabilities(model: mm.Model | pool.PoolModel, space: Space, open_: li
     would fail nearly as surely as hi, span < MIN_SPAN), it has nothing to aim with: None.
     """
     def p(n: int) -> float:
-        return model.interval(n, _shape(space, n)).prob_at_most(space.limit_bytes)
+        return _prob_fits(model, space, n)
 
     p_lo = p(lo)
     p_hi = p(hi) if hi is not None else 0.0
@@ -547,11 +556,11 @@ def _doubling_pick(grid: list[int], open_: list[int], lo: int, k: int) -> list[i
     return _spread_fill(ladder[:k], open_, k)
 
 
-def _spread_fill(chosen: list[int], pool: Sequence[int], k: int) -> list[int]:
-    """Top chosen up to k sizes from pool (fewer ladder steps than workers): each time the size
-    farthest, on a log scale, from every size chosen, the roundest among equals."""
+def _spread_fill(chosen: list[int], among: Sequence[int], k: int) -> list[int]:
+    """Top chosen up to k sizes from among (fewer ladder steps than workers): each time the
+    size farthest, on a log scale, from every size chosen, the roundest among equals."""
     chosen = list(chosen)
-    rest = [n for n in pool if n not in chosen]
+    rest = [n for n in among if n not in chosen]
     while len(chosen) < k and rest:
         best = max(rest, key=lambda n: (min(abs(math.log(n / c)) for c in chosen) if chosen
                                         else 0.0, roundness(n), -n))

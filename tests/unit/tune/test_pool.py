@@ -4,6 +4,7 @@ recorded H100 and H200 sweeps of quick under 2 GB (pool limit 844 MiB)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -192,9 +193,17 @@ def test_the_planner_fits_a_gpu_pool_as_a_pool_and_a_cpu_figure_as_before():
     assert as_trial(results[1], space.limit_bytes).peak_bytes == 264 * MiB  # the live peak
     step = plan_round(results, space)[0]
     assert step.phase is StepKind.PREDICTING and 1024 < (step.num_envs or 0) <= 2048
-    assert "predicted pool" in step.reason and "with probability" in step.reason
+    assert "predicted median" in step.reason and "by the model alone" in step.reason
     cpu = [TrialResult(status=Status.OK, profile="quick", profile_hash="h", num_envs=n,
                        backend="cpu", host_peak_data_bytes=int(mib * MiB))
            for n, mib in ((128, 900), (512, 990))]
     assert not uses_pool(cpu) and search_space(cpu, space).region_bytes is None
-    assert "predicted pool" not in plan_round(cpu, space)[0].reason
+    assert "predicted median" not in plan_round(cpu, space)[0].reason
+    # one ok GPU trial without the allocator's figures: the least-squares model, as before
+    no_pool = [gpu(128, 258, 195), replace(gpu(1024, 514, 264), jax_peak_pool_bytes=None)]
+    assert not uses_pool(no_pool) and search_space(no_pool, space).region_bytes is None
+    # no budget: nothing to run out of, so no pool model (its levels need a limit), and a
+    # round of two sizes plans without one
+    uncapped = replace(space, limit_bytes=None)
+    assert search_space(results, uncapped).region_bytes is None
+    assert len(plan_round(results, uncapped, k=2)) == 2
