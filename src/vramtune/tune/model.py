@@ -237,9 +237,9 @@ def _solve(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 def _pooled(resid: np.ndarray, n: int, p: int, mean_peak: float, floor_sd: float,
-            prior_dof: float, floor_bytes: float = 0.0) -> tuple[float, float, int]:
+            prior_dof: float) -> tuple[float, float, int]:
     rdof = n - p
-    floor = math.hypot(floor_sd * mean_peak, floor_bytes)
+    floor = floor_sd * mean_peak
     s2_resid = float(resid @ resid) / rdof if rdof > 0 else 0.0
     dof = prior_dof + max(rdof, 0)
     s2 = (prior_dof * floor ** 2 + max(rdof, 0) * s2_resid) / dof
@@ -251,11 +251,9 @@ def _frozen(matrix: np.ndarray) -> tuple[tuple[float, ...], ...]:
 
 
 def fit(points: Iterable[Point | Sequence], *, floor_sd: float = FLOOR_SD,
-        prior_dof: float = PRIOR_DOF, prior: SlopePrior | None = None,
-        floor_bytes: float = 0.0) -> Model | None:
+        prior_dof: float = PRIOR_DOF, prior: SlopePrior | None = None) -> Model | None:
     """Least-squares model of the peaks; None with fewer than two distinct sizes (one, with a
-    slope ``prior``). ``floor_bytes``: an absolute sd every point carries besides the
-    relative jitter (a figure rounded to an allocator region: region / sqrt(12)).
+    slope ``prior``). A GPU's pool, rounded to allocator regions, is ``tune.pool``'s.
 
     Repeats at one size are all fitted (they tell the jitter). The rollout term is fitted only
     when it is known for every point, not collinear with num_envs on them, there are at least
@@ -278,7 +276,7 @@ def fit(points: Iterable[Point | Sequence], *, floor_sd: float = FLOOR_SD,
         solved = _solve(np.column_stack([np.ones(n), nv, R]), y)
         if solved is not None and solved[0][1] >= 0 and solved[0][2] >= 0:
             coef, xtx_inv, resid = solved
-            sigma, dof, rdof = _pooled(resid, n, 3, mean_peak, floor_sd, prior_dof, floor_bytes)
+            sigma, dof, rdof = _pooled(resid, n, 3, mean_peak, floor_sd, prior_dof)
             rl = _solve(np.column_stack([np.ones(n), nv]), R)
             line = (float(rl[0][0]), float(rl[0][1])) if rl is not None else None
             return Model("rollout", tuple(float(c) for c in coef), _frozen(xtx_inv), sigma,
@@ -290,7 +288,7 @@ def fit(points: Iterable[Point | Sequence], *, floor_sd: float = FLOOR_SD,
         solved = _solve(X, y)
         p_eff = 2
     else:  # the prior as one more row: the slope observed with sd rel_sd * slope
-        w = math.hypot(floor_sd * mean_peak, floor_bytes) / (prior.rel_sd * prior.bytes_per_env)
+        w = floor_sd * mean_peak / (prior.rel_sd * prior.bytes_per_env)
         solved = _solve(np.vstack([X, [0.0, w]]), np.append(y, w * prior.bytes_per_env))
         if solved is not None:
             solved = (solved[0], solved[1], solved[2][:n])
@@ -298,7 +296,7 @@ def fit(points: Iterable[Point | Sequence], *, floor_sd: float = FLOOR_SD,
     if solved is None:
         return None
     coef, xtx_inv, resid = solved
-    sigma, dof, rdof = _pooled(resid, n, p_eff, mean_peak, floor_sd, prior_dof, floor_bytes)
+    sigma, dof, rdof = _pooled(resid, n, p_eff, mean_peak, floor_sd, prior_dof)
     line, slack = None, 0.0
     if known and len(sizes) >= 2:
         rl = _solve(X, R)

@@ -119,7 +119,9 @@ class Recorded:
     """A recorded sweep's search trials as the answers of a replay: a size it measured gives
     its own record; another size out of memory at or above the smallest recorded OOM, else
     the pool of the next recorded size up (a pool between two recorded sizes stands at the
-    larger one's level or below: the pessimistic reading) and the live peak interpolated."""
+    larger one's level or below: the pessimistic reading) and the live peak interpolated.
+    Above the largest recorded fit with no OOM recorded it answers that fit's pool: an
+    optimistic reading, so a replay there says little."""
 
     def __init__(self, records: Iterable[TrialResult]):
         search = [r for r in records if r.purpose is Purpose.SEARCH]

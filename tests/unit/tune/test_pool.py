@@ -121,6 +121,12 @@ def test_the_search_reads_proof_runs_and_timeouts_as_no_pool_readings():
     prop = S.propose(trials, sp)
     assert isinstance(prop.model, pool.PoolModel) and prop.model.sizes == (128, 1024)
     assert not prop.done and 1024 < prop.sizes[0] < 1536
+    # a longer run at 1024 that read a pool off the levels' grid is no reading: the model
+    # and the top level it aims under stay the search trials'
+    proof = S.Trial(1024, Status.OK, 782 * MiB, proof=True)
+    again = S.propose([*trials, proof], sp)
+    assert isinstance(again.model, pool.PoolModel) and again.model.sizes == (128, 1024)
+    assert again.model.top_bytes == prop.model.top_bytes and again.sizes == prop.sizes
 
 
 def _recorded(path: Path) -> tuple[RunHeader, list[TrialResult]]:
