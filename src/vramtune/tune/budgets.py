@@ -82,13 +82,17 @@ class PredictedSize:
     limit_bytes: int
     command: str
     figure: str = "peak"  # what the model fitted: "pool" on a GPU (the allocator's), else "peak"
+    held_to_bytes: int | None = None  # GPU: the allocator's limit the pool may grow to
 
     def __str__(self) -> str:
+        under = f"under the {format_bytes(self.limit_bytes)} line"
+        if self.held_to_bytes is not None and self.held_to_bytes < self.limit_bytes:
+            under = (f"under the {format_bytes(self.held_to_bytes)} the allocator may hold: "
+                     f"the {format_bytes(self.limit_bytes)} line less the CUDA context")
         return (f"predicted, not measured: num_envs={self.num_envs} should fit (model "
-                f"{self.figure} "
-                f"{format_bytes(int(self.mean_bytes))}, upper bound "
-                f"{format_bytes(int(self.upper_bytes))}, under the {format_bytes(self.limit_bytes)} "
-                f"line); nothing is written for it until a sweep runs it: {self.command}")
+                f"{self.figure} {format_bytes(int(self.mean_bytes))}, upper bound "
+                f"{format_bytes(int(self.upper_bytes))}, {under}); nothing is written for it "
+                f"until a sweep runs it: {self.command}")
 
 
 @dataclass(frozen=True)
@@ -280,7 +284,7 @@ def predict_size(source: Measurements, budget_bytes: int,
     pred = model.interval(n, shape_of(n))
     return PredictedSize(n, pred.mean_bytes, pred.upper_bytes, limit,
                          sweep_command(profile, budget_bytes, headroom_fraction, n),
-                         "pool" if pool else "peak")
+                         "pool" if pool else "peak", int(model_limit) if gpu else None)
 
 
 def sweep_command(profile: Profile, budget_bytes: int, headroom_fraction: float,

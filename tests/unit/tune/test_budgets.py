@@ -74,4 +74,7 @@ def test_a_gpu_prediction_fits_the_pool_that_runs_out_not_the_live_peak():
     predicted = predict_size(merge_runs([load_run(recorded)]), 3 * 10**9, 0.1)
     assert predicted is not None and predicted.num_envs == 4096
     assert predicted.mean_bytes < 1536 * 2**20 < predicted.upper_bytes
+    # held to the allocator's limit (the line less the CUDA context), and it says so
+    assert predicted.held_to_bytes is not None and predicted.held_to_bytes < predicted.limit_bytes
+    assert "model pool" in str(predicted) and "less the CUDA context" in str(predicted)
     assert predict_size(merge_runs([load_run(recorded)]), 2 * 10**9, 0.1) is None  # swept
