@@ -78,7 +78,8 @@ def gate(baseline: Path, profile: str, args: argparse.Namespace, *extra: str) ->
     proc = cli("bench", "--profile", profile, "--sizes", args.sizes, "--repeat",
                str(args.repeat), "--baseline", str(baseline), "--json",
                "--max-xla-increase", args.max_xla_increase, "--max-mem-increase",
-               args.max_mem_increase, "--max-speed-drop", args.max_speed_drop, *extra)
+               args.max_mem_increase, "--max-speed-drop", args.max_speed_drop,
+               "--max-instructions-increase", args.max_instructions_increase, *extra)
     wall = time.perf_counter() - started
     try:
         report = json.loads(proc.stdout)
@@ -101,6 +102,9 @@ def main() -> int:
     parser.add_argument("--max-xla-increase", default="1%")
     parser.add_argument("--max-mem-increase", default="5%")
     parser.add_argument("--max-speed-drop", default="10%")
+    parser.add_argument("--max-instructions-increase", default="3%")
+    parser.add_argument("--regressions", default="wide,slow",
+                        help="which injected regressions to run: wide, slow or both")
     parser.add_argument("--baseline", type=Path, help="an existing baseline (default: save one)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/gate"))
     args = parser.parse_args()
@@ -136,6 +140,8 @@ def main() -> int:
     paths = profiles(args.out)
     record["detection"] = {}
     for name, path in paths.items():
+        if name not in args.regressions.split(","):
+            continue
         runs = []
         for i in range(args.detect):
             run = gate(baseline, str(path), args, "--force")

@@ -646,6 +646,7 @@ def prepare_bench(baseline: str | Path, profile: str | Path | Profile = "quick",
                   sizes: str | Sequence[int] = "64,256", repeat: int = 3, save: bool = False,
                   force: bool = False, max_mem_increase: Percent = "5%",
                   max_speed_drop: Percent = "10%", max_xla_increase: Percent = "1%",
+                  max_instructions_increase: Percent = "3%",
                   gpu_mem: Size = None, timeout_s: float | None = None, xla: bool = True,
                   normalise: bool = True, nvml: Nvml | None = None) -> BenchPlan:
     """Check every input and read the baseline: a bad flag, a missing or damaged baseline, or
@@ -657,7 +658,9 @@ def prepare_bench(baseline: str | Path, profile: str | Path | Profile = "quick",
 
     thresholds = Thresholds(parse_percent(max_mem_increase, what="--max-mem-increase"),
                             parse_percent(max_speed_drop, what="--max-speed-drop"),
-                            parse_percent(max_xla_increase, what="--max-xla-increase"))
+                            parse_percent(max_xla_increase, what="--max-xla-increase"),
+                            parse_percent(max_instructions_increase,
+                                          what="--max-instructions-increase"))
     num_envs = parse_num_envs_list(sizes)
     if isinstance(repeat, bool) or not isinstance(repeat, int) \
             or not 1 <= repeat <= BENCH_MAX_REPEAT:
@@ -729,8 +732,9 @@ def _xla_figures(plan: BenchPlan, nvml: Nvml) -> tuple[dict[int, Any], dict[int,
 def bench(baseline: str | Path, profile: str | Path | Profile = "quick", *,
           sizes: str | Sequence[int] = "64,256", repeat: int = 3, save: bool = False,
           force: bool = False, max_mem_increase: Percent = "5%", max_speed_drop: Percent = "10%",
-          max_xla_increase: Percent = "1%", gpu_mem: Size = None,
-          timeout_s: float | None = None, xla: bool = True, normalise: bool = True,
+          max_xla_increase: Percent = "1%", max_instructions_increase: Percent = "3%",
+          gpu_mem: Size = None, timeout_s: float | None = None, xla: bool = True,
+          normalise: bool = True,
           on_trial_start: Callable[[int, int, int, int], None] | None = None,
           on_trial: Callable[[int, int, int, TrialResult], None] | None = None,
           on_step: Callable[[str], None] | None = None) -> BenchOutcome:
@@ -740,7 +744,8 @@ def bench(baseline: str | Path, profile: str | Path | Profile = "quick", *,
     ``on_trial(i, total, repeat_no, result)``, ``on_step(message)``."""
     plan = prepare_bench(baseline, profile, sizes=sizes, repeat=repeat, save=save, force=force,
                          max_mem_increase=max_mem_increase, max_speed_drop=max_speed_drop,
-                         max_xla_increase=max_xla_increase, gpu_mem=gpu_mem,
+                         max_xla_increase=max_xla_increase,
+                         max_instructions_increase=max_instructions_increase, gpu_mem=gpu_mem,
                          timeout_s=timeout_s, xla=xla, normalise=normalise)
     return run_bench(plan, on_trial_start=on_trial_start, on_trial=on_trial, on_step=on_step)
 
@@ -808,7 +813,8 @@ def run_bench(plan: BenchPlan, *,
                                       references=references if normalise else None,
                                       xla=_versioned(figures, results),
                                       xla_errors=xla_errors, cap_bytes=plan.budget_bytes,
-                                      reference=REFERENCE if normalise else None)
+                                      reference=REFERENCE if normalise else None,
+                                      cpu_features=None if gpu else machine.cpu_features())
     if plan.save:
         comparable = old if (old is not None and old.machine.matches(key)
                              and old.profile_hash == candidate.profile_hash) else None

@@ -75,6 +75,23 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_features() -> str | None:
+    """A short digest of the CPU's instruction set (the ``flags`` line of /proc/cpuinfo, or
+    ``Features`` on ARM): XLA compiles for the host's features, so instruction counts compare
+    only where this is the same. None where the kernel does not say."""
+    import hashlib
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip().lower() in ("flags", "features"):
+                flags = " ".join(sorted(value.split()))
+                return f"{platform.machine()}-{hashlib.sha256(flags.encode()).hexdigest()[:12]}"
+    except OSError:
+        pass
+    return None
+
+
 def machine_summary() -> dict[str, str | int]:
     import os
 

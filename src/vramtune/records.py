@@ -124,6 +124,11 @@ class TrialResult:
     speed_steady: bool | None = None
     measured_intervals: int | None = None
     measure_window_s: float | None = None  # steady-state time the median was taken over
+    # CPU: instructions retired in user space by all the trial's threads per env step over the
+    # measuring window (the CPU's counter, measure.counters; evaluation included when the
+    # profile evaluates): the work a step costs, whatever else the machine is doing. None
+    # where the counter is refused, and on a GPU
+    instructions_per_env_step: float | None = None
     # JAX allocator (GPU backends only; CPU's memory_stats() is None). Scalars are the
     # largest device's (budgets are per device), lists per device in CUDA ordinal order.
     jax_peak_bytes_in_use: int | None = None  # live peak: what the arrays needed at once

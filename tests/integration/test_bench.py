@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, run_cli
-from vramtune.machine import cpu_model
+from vramtune.machine import cpu_features, cpu_model
+from vramtune.measure.counters import ThreadInstructions
 from vramtune.workload.profile import builtin_profiles
 
 COMMITTED = ROOT / "benchmarks" / "baseline-cpu-quick.json"  # a real baseline, no trial to make
@@ -64,6 +65,8 @@ def test_identical_run_passes_and_writes_the_step_summary(baseline, tmp_path, qu
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "**PASS: no regression**" in proc.stdout
     assert "| 64 | peak host RAM |" in proc.stdout and "🔴" not in proc.stdout
+    if ThreadInstructions().available:  # unchanged code: the same work, whatever the load
+        assert "| 64 | instructions per env step |" in proc.stdout
     text = summary.read_text()
     assert text.startswith("earlier step\n") and "| num_envs | metric |" in text
 
@@ -177,14 +180,22 @@ def test_foreign_or_damaged_figures_are_one_line_exit_2(tmp_path):
 
 
 @pytest.mark.slow
-def test_saved_baseline_has_the_deterministic_and_normalised_figures(baseline):
+def test_saved_baseline_has_the_deterministic_counted_and_normalised_figures(baseline):
     data = json.loads(baseline.read_text())
-    assert data["schema_version"] == 2 and data["reference"] and data["cap_bytes"] is None
+    assert data["schema_version"] == 3 and data["reference"] and data["cap_bytes"] is None
+    assert data["cpu_features"] == cpu_features()
     [size] = data["sizes"]
     xla = size["xla"]
     assert xla["temp_bytes"] > 0 and xla["argument_bytes"] > 0 and xla["flops"] > 0
     assert xla["versions"]["jaxlib"] == data["versions"]["jaxlib"]
     assert all(s["cpu_s_per_s"] > 0 for s in size["samples"])
+    counts = [s["instructions_per_env_step"] for s in size["samples"]]
+    if ThreadInstructions().available:  # this machine's kind: a real PMU, paranoid 2
+        # a quick env step with its share of the update and evaluation: ~0.8 M here
+        assert all(c > 1e5 for c in counts), counts
+        assert max(counts) / min(counts) < 1.02, counts  # the same work, counted twice
+    else:
+        assert counts == [None, None]
 
 
 @pytest.mark.slow
@@ -193,7 +204,7 @@ def test_baseline_from_an_older_vramtune_gates_with_a_note(baseline, tmp_path, q
     the report says what it lacks, and only the figures it has are compared."""
     data = json.loads(baseline.read_text())
     data["schema_version"] = 1
-    for key in ("cap_bytes", "reference"):
+    for key in ("cap_bytes", "reference", "cpu_features"):
         data.pop(key)
     data["versions"]["jax"] = data["versions"]["jaxlib"] = "0.4.35"
     for size in data["sizes"]:
@@ -202,6 +213,7 @@ def test_baseline_from_an_older_vramtune_gates_with_a_note(baseline, tmp_path, q
         size["versions"]["jax"] = "0.4.35"
         for sample in size["samples"]:
             sample.pop("cpu_s_per_s")
+            sample.pop("instructions_per_env_step")
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data))
     proc = run_cli("bench", "--profile", quick_short, "--sizes", "64", "--repeat", "1",

@@ -36,8 +36,8 @@ def test_missing_and_foreign_baselines(tmp_path):
     with pytest.raises(UserError, match="no baseline at"):
         api.prepare_bench(tmp_path / "missing.json", "quick")
     path = tmp_path / "b.json"
-    path.write_text(json.dumps({"kind": BASELINE_KIND, "schema_version": 3}))
-    with pytest.raises(UserError, match="schema version 3"):
+    path.write_text(json.dumps({"kind": BASELINE_KIND, "schema_version": 4}))
+    with pytest.raises(UserError, match="schema version 4"):
         api.prepare_bench(path, "quick")
 
 

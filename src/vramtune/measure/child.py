@@ -18,6 +18,7 @@ import time
 import traceback
 from typing import Any
 
+from vramtune.measure.counters import ThreadInstructions, per_step
 from vramtune.measure.probe import rlimit_data_in_force, runtime_devices, set_rlimit_data
 from vramtune.measure.rates import median_interval
 from vramtune.measure.wire import CONFIRM_EVALS, CONFIRM_MIN_EVALS, ChildReport, TrialSpec, encode_event
@@ -337,6 +338,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         history: list[int | None] = []
         state = {"evals": 0, "steps": 0}
         speed = _Intervals(measure.min_interval_s)
+        # CPU only: a GPU's work is the device's, not the instructions that launch it
+        counter = ThreadInstructions() if on_cpu else None
+        counts: list[int | None] = []  # instructions retired by the process, per epoch measured
         start = time.perf_counter()
 
         def cap_figure() -> int | None:
@@ -379,6 +383,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                 # the first call and again at the second (JAX_LOG_COMPILES shows both).
                 result["compile_s"] = now - start
                 emit(phase="measuring", compile_s=result["compile_s"])
+            if counter is not None and len(marks) >= 1 + measure.warmup_intervals:
+                counts.append(counter.read())  # from the mark that starts the window
             if len(marks) <= 1 + measure.warmup_intervals:
                 return
             # brax's rate excludes evaluation; without it, the wall time since the last call
@@ -434,7 +440,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                           # bool(): a comparison of numpy floats is a numpy bool, which
                           # json cannot write (the result file would be lost)
                           speed_steady=bool(speed.steady(measure.speed_tolerance)),
-                          measured_intervals=len(rates))
+                          measured_intervals=len(rates),
+                          instructions_per_env_step=per_step(
+                              counts, [i * env_steps_per_epoch for i in range(len(counts))]))
     except BaseException as exc:  # noqa: BLE001 - the record must say what happened
         exc = _reported(exc)
         lines = [line for line in _message(exc).splitlines() if "cpu_aot_loader" not in line]

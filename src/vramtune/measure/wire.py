@@ -73,6 +73,7 @@ class ChildReport:
     speed_steady: bool | None = None
     measured_intervals: int | None = None
     measure_window_s: float | None = None
+    instructions_per_env_step: float | None = None  # CPU: user-space, all threads (counters)
     jax_peak_bytes_in_use: int | None = None
     jax_peak_pool_bytes: int | None = None
     jax_bytes_limit: int | None = None

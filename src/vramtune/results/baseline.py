@@ -19,8 +19,11 @@ from vramtune.results.typed import field_names, typed
 from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, is_int
 
 BASELINE_KIND = "vramtune-bench-baseline"
-BASELINE_SCHEMA = 2
-OLDER_SCHEMAS = (1,)  # read, with a note: no XLA figures, no CPU shares, no cap
+BASELINE_SCHEMA = 3
+# Older schemas still read, and what their files lack (the gate's note says so).
+OLDER_SCHEMAS = {1: ("no XLA figures, CPU shares or instruction counts",
+                     "only peak memory and raw steps/s are gated"),
+                 2: ("no instruction counts", "the counted tier has nothing to compare")}
 MAX_BASELINE_BYTES = 64 << 20
 
 
@@ -65,12 +68,15 @@ class Sample:
     error: str | None = None  # first line of the error, for failed trials
     # CPU seconds the trial used per wall second of its measuring window (measure.cpu_share)
     cpu_s_per_s: float | None = None
+    # user-space instructions per env step over the window (measure.counters); CPU only
+    instructions_per_env_step: float | None = None
 
     @classmethod
     def of(cls, r: TrialResult, cpu_s_per_s: float | None = None) -> Sample:
         error = (r.error_message or "").strip().splitlines()[:1]
         return cls(str(r.status), r.peak_bytes, r.steps_per_s, r.compile_s,
-                   error[0][:200] if error else None, cpu_s_per_s)
+                   error[0][:200] if error else None, cpu_s_per_s,
+                   r.instructions_per_env_step)
 
     @property
     def normalised(self) -> float | None:
@@ -142,6 +148,12 @@ class SizeRecord:
         values = [s.normalised for s in ok]
         return [v for v in values if v is not None] if all(v is not None for v in values) else []
 
+    def instruction_counts(self) -> list[float]:
+        """Instructions per env step of every ok trial; [] unless every ok trial has one."""
+        ok = [s for s in self.samples if s.ok and s.steps_per_s is not None]
+        values = [s.instructions_per_env_step for s in ok]
+        return [v for v in values if v is not None] if all(v is not None for v in values) else []
+
     def cpu_shares(self) -> list[float]:
         return [s.cpu_s_per_s for s in self.samples
                 if s.ok and s.cpu_s_per_s is not None]
@@ -174,6 +186,9 @@ class Snapshot:
     updated: str | None = None
     cap_bytes: int | None = None  # the --gpu-mem budget the trials ran under; None: uncapped
     reference: str | None = None  # what normalised steps/s (measure.cpu_share.REFERENCE)
+    # the CPU's instruction set (machine.cpu_features): instruction counts compare only
+    # between machines where XLA compiled for the same one
+    cpu_features: str | None = None
     older_format: int | None = None  # the schema version of an older file this was read from
 
     def size(self, num_envs: int) -> SizeRecord | None:
@@ -185,7 +200,8 @@ class Snapshot:
                 "profile_hash": self.profile_hash, "versions": dict(self.versions),
                 "compile_cache": self.compile_cache, "created": self.created,
                 "updated": self.updated, "cap_bytes": self.cap_bytes,
-                "reference": self.reference, "sizes": [s.to_dict() for s in self.sizes],
+                "reference": self.reference, "cpu_features": self.cpu_features,
+                "sizes": [s.to_dict() for s in self.sizes],
                 "profile": self.profile}
 
 
@@ -195,7 +211,8 @@ def snapshot_from_results(results: Sequence[TrialResult], machine: MachineKey, *
                           xla: Mapping[int, XlaFigures] | None = None,
                           xla_errors: Mapping[int, str] | None = None,
                           cap_bytes: int | None = None,
-                          reference: str | None = None) -> Snapshot:
+                          reference: str | None = None,
+                          cpu_features: str | None = None) -> Snapshot:
     """Group trial records by num_envs (in the order the sizes were first run).
     ``references``: each trial's CPU share (CPU s per s), in the order of ``results``."""
     if not results:
@@ -221,7 +238,7 @@ def snapshot_from_results(results: Sequence[TrialResult], machine: MachineKey, *
     now = utc_now()
     return Snapshot(machine, results[0].profile, results[0].profile_hash, tuple(sizes),
                     dict(results[0].versions), profile_dict, compile_cache, now, now,
-                    cap_bytes, reference)
+                    cap_bytes, reference, cpu_features)
 
 
 def merge_for_save(old: Snapshot | None, new: Snapshot) -> tuple[Snapshot, str | None]:
@@ -240,7 +257,7 @@ def merge_for_save(old: Snapshot | None, new: Snapshot) -> tuple[Snapshot, str |
         return new, "replaced a baseline measured under another --gpu-mem budget"
     if old.older_format is not None:
         return new, (f"replaced a baseline in an older format (schema {old.older_format}): "
-                     f"its sizes had no XLA figures or CPU shares")
+                     f"it had {OLDER_SCHEMAS[old.older_format][0]}")
     measured = {s.num_envs for s in new.sizes}
     kept = [s for s in old.sizes if s.num_envs not in measured]
     sizes = tuple(sorted([*kept, *new.sizes], key=lambda s: s.num_envs))
@@ -262,6 +279,7 @@ def _sample(data: Any, where: str, prefix: str) -> dict[str, Any]:
     f.number("compile_s", None, lo=0, none=True)
     f.text("error", None, none=True, max_len=1000)
     f.number("cpu_s_per_s", None, lo=0, none=True)
+    f.number("instructions_per_env_step", None, lo=0, none=True)
     return {"peak_bytes": None, "steps_per_s": None, **data}
 
 
@@ -327,6 +345,7 @@ def snapshot_from_data(data: Any, where: str) -> Snapshot:
     f.text("updated", None, none=True, max_len=100)
     f.int("cap_bytes", None, lo=1, hi=MAX_BYTES, none=True)
     f.text("reference", None, none=True, max_len=200)
+    f.text("cpu_features", None, none=True, max_len=100)
     snapshot = typed(Snapshot, {
         **data, "machine": {"device_count": None, **m.data}, "sizes": sizes,
         "versions": _versions(f), "profile": f.mapping("profile", {}, none_is_empty=True),

@@ -267,7 +267,7 @@ _NULLABLE_INTS = {
     "gpu_total_bytes": (1, MAX_BYTES), "exit_code": (None, None)}
 _NULLABLE_SECONDS_OR_RATES = ("compile_s", "steps_per_s", "steps_per_s_min", "steps_per_s_max",
                               "steps_per_s_ci_low", "steps_per_s_ci_high",
-                              "measure_window_s", "wall_s")
+                              "measure_window_s", "wall_s", "instructions_per_env_step")
 _NULLABLE_TEXTS = ("backend", "device_kind", "cap", "nvml_note", "error_type", "error_where",
                    "gpu_name", "gpu_driver", "timestamp")
 

@@ -9,9 +9,18 @@ in three tiers.
 - measured: peak memory by repeats, a change past its threshold AND distinguishable repeats
   (asv's rule: a ratio alone would fail CI on every noisy runner, distinguishability alone on
   every 1% drift).
+- counted: instructions retired per env step, counted by the CPU over the trial's measuring
+  window (``measure.counters``), by the same rule. It follows the code, not the runner: a
+  neighbour or a slower day changes how long an instruction takes, not how many a step
+  retires (0.8% apart idle and beside a busy loop, where steps/s moved by a third), so a
+  training step that does 10% more work reads +10%, on any day. It is compared only
+  between CPUs with the same instruction set (XLA compiles for it). It does not see a
+  slowdown that retires the same instructions (cache misses): the normalised tier does,
+  coarsely.
 - normalised: steps per CPU second (steps/s over the CPU seconds per second the trial's
   process used while it measured, ``measure.cpu_share``), by the same rule: a busy runner's
-  neighbours divide out. A baseline without CPU shares falls back to raw steps/s.
+  neighbours divide out, the day's speed does not. A baseline without CPU shares falls back
+  to raw steps/s.
 Direction matters: more memory, flops or bytes are worse, more steps/s is better.
 
 The baseline is keyed by machine (CPU model or GPU name, device count, backend): figures
@@ -28,18 +37,22 @@ from enum import StrEnum
 from typing import Any
 
 from vramtune.records import Status
-from vramtune.results.baseline import Sample, SizeRecord, Snapshot, XlaFigures
+from vramtune.results.baseline import OLDER_SCHEMAS, Sample, SizeRecord, Snapshot, XlaFigures
 
 RANK_TEST_MIN_REPEATS = 4  # below this a one-sided Mann-Whitney U cannot reach p < 0.05
 RANK_TEST_ALPHA = 0.05
 DEFAULT_MAX_MEM_INCREASE = 0.05
 DEFAULT_MAX_SPEED_DROP = 0.10
 DEFAULT_MAX_XLA_INCREASE = 0.01
+# Instructions per env step repeat within 0.8% idle and under load (measure.counters): 3% is
+# four times that spread and a third of the smallest slowdown the gate is asked to catch.
+DEFAULT_MAX_INSTRUCTIONS_INCREASE = 0.03
 
 
 class Tier(StrEnum):
     DETERMINISTIC = "deterministic"  # XLA's compile-time figures
     MEASURED = "measured"  # peak memory by repeats
+    COUNTED = "counted"  # instructions per env step, the CPU's counter
     NORMALISED = "normalised"  # steps per CPU second of the trial
     RAW = "raw"  # steps/s as measured (a baseline without CPU shares, or a GPU)
     STATUS = "status"  # trials that failed (oom under the cap, crash, ...)
@@ -58,6 +71,7 @@ class Metric(StrEnum):
     MEMORY = "memory"  # higher is worse
     SPEED = "steps/s"  # higher is better
     XLA = "xla"  # compile-time figures: higher is worse (alias bytes: lower)
+    WORK = "instructions"  # instructions per env step: higher is worse
 
 
 class Verdict(StrEnum):
@@ -80,6 +94,7 @@ class Thresholds:
     max_mem_increase: float = DEFAULT_MAX_MEM_INCREASE  # fraction: 0.05 = +5% peak memory
     max_speed_drop: float = DEFAULT_MAX_SPEED_DROP  # fraction: 0.10 = -10% steps/s
     max_xla_increase: float = DEFAULT_MAX_XLA_INCREASE  # fraction of any XLA figure
+    max_instructions_increase: float = DEFAULT_MAX_INSTRUCTIONS_INCREASE  # per env step
 
 
 @dataclass(frozen=True)
@@ -245,10 +260,34 @@ def compare_xla(n: int, base: XlaFigures | None, cand: XlaFigures | None, thresh
                Verdict.SAME, detail)
 
 
+def compare_counts(n: int, base: SizeRecord, cand: SizeRecord, threshold: float,
+                   other_isa: str | None) -> MetricRow | None:
+    """The counted tier's row: instructions per env step, repeats against repeats by the
+    measured tier's rule. None when neither side counted (a GPU, a refused counter)."""
+    b, c = base.instruction_counts(), cand.instruction_counts()
+    if not b and not c:
+        return None
+    label = "instructions per env step"
+    verdict, change, test, detail = Verdict.UNMEASURED, None, None, ""
+    if not b:
+        detail = "the baseline has none: refresh it with --save"
+    elif not c:
+        detail = "not counted here: the CPU's counter was refused"
+    elif other_isa:
+        detail = other_isa
+    else:
+        verdict, change, test = judge(b, c, higher_is_worse=True, threshold=threshold)
+    return MetricRow(n, str(Metric.WORK), label, tuple(b), tuple(c), _median(b), _median(c),
+                     change, threshold, test.method if test else None,
+                     test.p_value if test else None, verdict, detail, tier=str(Tier.COUNTED))
+
+
 def compare_size(base: SizeRecord | None, cand: SizeRecord, thresholds: Thresholds, *,
-                 normalise: bool = True, cap_bytes: int | None = None) -> list[MetricRow]:
-    """Rows for one num_envs: a status row when trials failed, then the XLA figures, peak
-    memory and steps/s (normalised when both sides have CPU shares and ``normalise``).
+                 normalise: bool = True, cap_bytes: int | None = None,
+                 other_isa: str | None = None) -> list[MetricRow]:
+    """Rows for one num_envs: a status row when trials failed, then the XLA figures, the
+    instruction counts, peak memory and steps/s (normalised when both sides have CPU shares
+    and ``normalise``). ``other_isa``: why instruction counts are not comparable, if not.
     """
     rows: list[MetricRow] = []
     n = cand.num_envs
@@ -264,10 +303,14 @@ def compare_size(base: SizeRecord | None, cand: SizeRecord, thresholds: Threshol
                                   _median(values), None, None, None, None, Verdict.NEW,
                                   _status_counts(cand.samples) if cand.failures else "",
                                   tier=str(tier)))
-        if cand_norm:
-            rows.append(MetricRow(n, str(Metric.SPEED), "steps/s (normalised)", (),
-                                  tuple(cand_norm), None, _median(cand_norm), None, None, None,
-                                  None, Verdict.NEW, tier=str(Tier.NORMALISED)))
+        for metric, label, values, tier in (
+                (Metric.WORK, "instructions per env step", cand.instruction_counts(),
+                 Tier.COUNTED),
+                (Metric.SPEED, "steps/s (normalised)", cand_norm, Tier.NORMALISED)):
+            if values:
+                rows.append(MetricRow(n, str(metric), label, (), tuple(values), None,
+                                      _median(values), None, None, None, None, Verdict.NEW,
+                                      tier=str(tier)))
         return rows
     base_failed, cand_failed = bool(base.failures), bool(cand.failures)
     if base_failed or cand_failed:
@@ -289,6 +332,9 @@ def compare_size(base: SizeRecord | None, cand: SizeRecord, thresholds: Threshol
     if base.xla is not None or cand.xla is not None:  # neither: an older baseline, noted once
         rows.append(compare_xla(n, base.xla, cand.xla, thresholds.max_xla_increase,
                                 base_why=base.xla_error, cand_why=cand.xla_error))
+    counted = compare_counts(n, base, cand, thresholds.max_instructions_increase, other_isa)
+    if counted is not None:
+        rows.append(counted)
     b_norm, c_norm = base.normalised_rates(), cand.normalised_rates()
     normalised = normalise and bool(b_norm and c_norm)
     if normalised:
@@ -383,9 +429,9 @@ def differences(baseline: Snapshot, candidate: Snapshot) -> list[str]:
     if baseline.compile_cache != candidate.compile_cache:
         notes.append("one side compiled with a warm cache: CPU peak memory is not comparable")
     if baseline.older_format is not None:
+        lacks, so = OLDER_SCHEMAS[baseline.older_format]
         notes.append(f"the baseline is in an older format (schema {baseline.older_format}): "
-                     f"it has no XLA figures and no CPU shares, so only peak memory and "
-                     f"raw steps/s are gated; refresh it with --save")
+                     f"it has {lacks}, so {so}; refresh it with --save")
     if baseline.cap_bytes != candidate.cap_bytes:
         notes.append(f"the baseline ran under {_budget(baseline.cap_bytes)}, this run under "
                      f"{_budget(candidate.cap_bytes)}: failures under a cap are not comparable")
@@ -403,9 +449,13 @@ def compare_snapshots(baseline: Snapshot | None, candidate: Snapshot, thresholds
                       *, extra_notes: Sequence[str] = ()) -> BenchReport:
     rows: list[MetricRow] = []
     normalise = baseline is None or baseline.reference == candidate.reference
+    other_isa = None
+    if baseline is not None and baseline.cpu_features != candidate.cpu_features:
+        other_isa = (f"the baseline's CPU has another instruction set ({baseline.cpu_features} "
+                     f"-> {candidate.cpu_features}): XLA compiled other instructions")
     for size in candidate.sizes:
         rows.extend(compare_size(baseline.size(size.num_envs) if baseline else None, size,
                                  thresholds, normalise=normalise,
-                                 cap_bytes=candidate.cap_bytes))
+                                 cap_bytes=candidate.cap_bytes, other_isa=other_isa))
     notes = differences(baseline, candidate) if baseline else []
     return BenchReport(baseline, candidate, thresholds, tuple(rows), (*notes, *extra_notes))

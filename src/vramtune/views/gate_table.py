@@ -18,7 +18,8 @@ MARKERS = {Verdict.WORSE: "🔴 worse", Verdict.BETTER: "🟢 better",
 # A terminal shows the words (in colour): an emoji's width differs from terminal to
 # terminal and would shift the columns after it.
 WORDS = {verdict: marker.split(" ", 1)[1] for verdict, marker in MARKERS.items()}
-_TERMINAL_LABELS = {"peak host RAM": "peak RAM"}  # beside "peak VRAM", never mistaken for it
+_TERMINAL_LABELS = {"peak host RAM": "peak RAM",  # beside "peak VRAM", never mistaken for it
+                    "instructions per env step": "instr./env step"}
 
 
 # --- Markdown -------------------------------------------------------------------------------
@@ -132,7 +133,9 @@ def bench_verdict(report: BenchReport) -> str:
 def bench_thresholds(report: BenchReport) -> str:
     t = report.thresholds
     return (f"Thresholds: XLA figures +{t.max_xla_increase:.1%} (deterministic: compared "
-            f"exactly, no repeats), peak memory +{t.max_mem_increase:.0%}, steps/s "
+            f"exactly, no repeats), instructions per env step "
+            f"+{t.max_instructions_increase:.0%} (counted by the CPU), peak memory "
+            f"+{t.max_mem_increase:.0%}, steps/s "
             f"-{t.max_speed_drop:.0%} (per CPU second of the trial's process while it "
             f"measured, where both sides have it). A measured change counts only past its "
             f"threshold and with "

@@ -131,6 +131,61 @@ def test_out_of_memory_under_the_budget_where_the_baseline_fitted_is_a_regressio
     assert any("no budget" in n and "2.00 GiB" in n for n in other.notes)
 
 
+# --- counted tier ---------------------------------------------------------------------------
+
+def counted_snap(counts: list[float | None], features: str | None = "x86_64-abc",
+                 n: int = 64) -> Snapshot:
+    trials = [replace(trial(n, 900, 70_000), instructions_per_env_step=c) for c in counts]
+    s = tiered(trials, {n: xla()}, [100.0] * len(trials))
+    return replace(s, cpu_features=features)
+
+
+def _counted(report) -> object:
+    return next(r for r in report.rows if r.tier == Tier.COUNTED)
+
+
+def test_the_same_work_on_a_busy_day_is_the_same():
+    # the figures a quick trial counted at 64 envs idle, and beside a busy loop
+    row = _counted(compare_snapshots(counted_snap([835.0e3, 838.0e3]),
+                                     counted_snap([838.9e3, 833.1e3]), Thresholds()))
+    assert row.verdict is Verdict.SAME and row.label == "instructions per env step"
+
+
+def test_more_work_per_step_is_caught_and_named():
+    report = compare_snapshots(counted_snap([835.0e3, 838.0e3]),
+                               counted_snap([937.9e3, 941.2e3]), Thresholds())
+    row = _counted(report)
+    assert row.verdict is Verdict.WORSE and not report.passed
+    assert row.headline == "instructions per env step +12.3% at 64 envs (counted tier)"
+
+
+def test_less_work_is_better_and_overlap_is_noise():
+    better = _counted(compare_snapshots(counted_snap([835e3, 838e3]),
+                                        counted_snap([700e3, 702e3]), Thresholds()))
+    assert better.verdict is Verdict.BETTER
+    noisy = _counted(compare_snapshots(counted_snap([835e3, 900e3]),
+                                       counted_snap([900e3, 905e3]), Thresholds()))
+    assert noisy.verdict is Verdict.NOISY
+
+
+def test_counts_from_another_instruction_set_are_not_compared():
+    report = compare_snapshots(counted_snap([835e3, 838e3], "x86_64-abc"),
+                               counted_snap([1500e3, 1510e3], "x86_64-def"), Thresholds())
+    row = _counted(report)
+    assert row.verdict is Verdict.UNMEASURED and report.passed
+    assert "another instruction set" in row.detail
+
+
+def test_no_counts_on_either_side_is_no_row_and_one_side_says_why():
+    assert not any(r.tier == Tier.COUNTED for r in compare_snapshots(
+        counted_snap([None, None]), counted_snap([None, None]), Thresholds()).rows)
+    refused = _counted(compare_snapshots(counted_snap([835e3, 838e3]),
+                                         counted_snap([None, None]), Thresholds()))
+    assert refused.verdict is Verdict.UNMEASURED and "refused" in refused.detail
+    new = _counted(compare_snapshots(None, counted_snap([835e3, 838e3]), Thresholds()))
+    assert new.verdict is Verdict.NEW
+
+
 # --- files ----------------------------------------------------------------------------------
 
 def test_round_trip_keeps_figures_references_and_budget(tmp_path):
@@ -140,8 +195,33 @@ def test_round_trip_keeps_figures_references_and_budget(tmp_path):
     save_baseline(path, s)
     assert load_baseline(path) == s
     data = json.loads(path.read_text())
-    assert data["schema_version"] == 2 and data["sizes"][0]["xla"]["temp_bytes"] == 60 * MiB
+    assert data["schema_version"] == 3 and data["sizes"][0]["xla"]["temp_bytes"] == 60 * MiB
     assert data["sizes"][0]["samples"][0]["cpu_s_per_s"] == 100.0
+    counted = counted_snap([835e3, 838e3])
+    save_baseline(path, counted)
+    assert load_baseline(path) == counted
+    data = json.loads(path.read_text())
+    assert data["cpu_features"] == "x86_64-abc"
+    assert data["sizes"][0]["samples"][1]["instructions_per_env_step"] == 838e3
+
+
+def test_a_schema_2_baseline_gates_all_but_the_counts_and_says_so(tmp_path):
+    base = counted_snap([835e3, 838e3])
+    data = base.to_dict()
+    data["schema_version"] = 2
+    del data["cpu_features"]
+    for size in data["sizes"]:
+        for sample in size["samples"]:
+            del sample["instructions_per_env_step"]
+    path = tmp_path / "b2.json"
+    path.write_text(json.dumps(data))
+    old = load_baseline(path)
+    assert old.older_format == 2
+    report = compare_snapshots(old, counted_snap([836e3, 837e3]), Thresholds())
+    assert any("schema 2" in n and "no instruction counts" in n and "--save" in n
+               for n in report.notes)
+    row = next(r for r in report.rows if r.tier == Tier.COUNTED)
+    assert row.verdict is Verdict.UNMEASURED and "refresh it with --save" in row.detail
 
 
 def test_an_older_baseline_loads_with_a_note_and_gates_what_it_has(tmp_path):
