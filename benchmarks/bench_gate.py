@@ -5,13 +5,14 @@ on one core beside it; target 0 failures. Detection: K runs each of two regressi
 a user would: a network slightly wider (quick's 256-wide layers made 272: XLA's buffers
 grow, measured peaks by ~1%: the deterministic tier's catch), and an env doing extra work per
 step (benchmarks/gate_envs/slow_fast.py: training ~10-15% slower, memory unchanged: the
-normalised tier's). Every run's figures go to a JSON file; a summary is printed.
+counted tier's). Every run's figures go to a JSON file; a summary is printed.
 
     python benchmarks/bench_gate.py --runs 10 --detect 3 --out /tmp/gate
 
-Latest (2026-11-26, idle baseline, 64 and 256 envs, README.md "Regression gate, idle
-baseline"): 0 of 10 false alarms at XLA 1%, memory 5%, steps/s 10%; both regressions caught
-3/3 by the deterministic tier, the slow env never by the normalised one.
+Latest (2026-11-27, idle baseline, 64 and 256 envs, README.md "Counted tier"): 0 of 10 false
+alarms; the slowed env caught 3/3 by the counted tier (instructions per env step +27% to
++49%) and the deterministic one. 2026-11-26: 0 of 10 at XLA 1%, memory 5%, steps/s 10%; both
+regressions caught 3/3 by the deterministic tier, the slow env never by the normalised one.
 
 Measured 2026-11-25 on this shared 2-core AMD EPYC (load average 7-11 from other sessions),
 jax/jaxlib 0.9.2, brax 0.14.2, `quick` at 64 envs, 2 repeats, small N (not the 10 runs the
@@ -102,7 +103,7 @@ def main() -> int:
     parser.add_argument("--max-xla-increase", default="1%")
     parser.add_argument("--max-mem-increase", default="5%")
     parser.add_argument("--max-speed-drop", default="10%")
-    parser.add_argument("--max-instructions-increase", default="3%")
+    parser.add_argument("--max-instructions-increase", default="6%")
     parser.add_argument("--regressions", default="wide,slow",
                         help="which injected regressions to run: wide, slow or both")
     parser.add_argument("--baseline", type=Path, help="an existing baseline (default: save one)")

@@ -54,6 +54,8 @@ def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
             if (r.device_count or 1) > 1 and r.steps_per_s is not None else "")),
         ("steps/s range", f"{rate(r.steps_per_s_min)} .. {rate(r.steps_per_s_max)}"
          f" over {r.measured_intervals} intervals" if r.measured_intervals else NA),
+        ("instructions per env step (CPU counter)",
+         rate(r.instructions_per_env_step) if r.instructions_per_env_step is not None else NA),
         ("training steps, evaluations",
          f"{r.training_steps if r.training_steps is not None else NA}, "
          f"{r.evals if r.evals is not None else NA}"),

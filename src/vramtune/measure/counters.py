@@ -5,8 +5,11 @@ imports it before JAX.
 What the count is for: the work a training step costs, with the machine divided out. A
 neighbour on the cores, a slower day or a busier hypervisor change how long an instruction
 takes, not how many the training retires: on the 2-core machine, brax PPO on ``quick`` at
-64 envs counted 463-467 k instructions per env step idle and beside a busy loop (0.8%
-apart) while its steps/s moved by a third; a step doing 10% more arithmetic counted +12%.
+64 envs (evaluation off) counted 463-467 k instructions per env step idle and beside a busy
+loop (0.8% apart) while its steps/s moved by a third; a step doing ~10% more arithmetic
+counted +12%. Spinning counts too: XLA's pool threads spin while they wait for work, and spin
+less when a neighbour takes their cores, so a vramtune trial of ``quick`` (evaluation on:
+many small dispatches) counted 4.7% fewer at 64 envs beside a busy loop, 1.9% at 256.
 
 Why per thread: XLA runs the training on its own pool of threads, created when the backend
 starts. A counter opened with ``inherit`` adds a thread's count to its parent's only when the

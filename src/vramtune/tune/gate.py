@@ -1,5 +1,5 @@
 """CI regression gate: repeated trials compared with a stored baseline, metric by metric,
-in three tiers.
+in four tiers.
 
 - deterministic: XLA's compile-time figures of the training epoch (buffer bytes, flops, bytes
   accessed) are identical run to run for one profile under one set of versions, so any move
@@ -12,8 +12,10 @@ in three tiers.
 - counted: instructions retired per env step, counted by the CPU over the trial's measuring
   window (``measure.counters``), by the same rule. It follows the code, not the runner: a
   neighbour or a slower day changes how long an instruction takes, not how many a step
-  retires (0.8% apart idle and beside a busy loop, where steps/s moved by a third), so a
-  training step that does 10% more work reads +10%, on any day. It is compared only
+  retires, so a training step that does more work reads more on any day. Load moves it one
+  way only: XLA's pool threads spin less when they share the cores, so a loaded run counts
+  fewer (``quick``: idle runs within 0.8% of an idle baseline, every run beside a busy loop
+  -4.7% at 64 envs and -1.9% at 256). It is compared only
   between CPUs with the same instruction set (XLA compiles for it). It does not see a
   slowdown that retires the same instructions (cache misses): the normalised tier does,
   coarsely.
@@ -44,9 +46,10 @@ RANK_TEST_ALPHA = 0.05
 DEFAULT_MAX_MEM_INCREASE = 0.05
 DEFAULT_MAX_SPEED_DROP = 0.10
 DEFAULT_MAX_XLA_INCREASE = 0.01
-# Instructions per env step repeat within 0.8% idle and under load (measure.counters): 3% is
-# four times that spread and a third of the smallest slowdown the gate is asked to catch.
-DEFAULT_MAX_INSTRUCTIONS_INCREASE = 0.03
+# Instructions per env step: idle runs within 0.8% of an idle baseline; load lowers the count
+# (less spinning) by up to 4.7%, so an idle run against a baseline saved under load reads up
+# to +4.9%. 6% is above both; an env 10-20% slower per CPU second read +27% to +49%.
+DEFAULT_MAX_INSTRUCTIONS_INCREASE = 0.06
 
 
 class Tier(StrEnum):

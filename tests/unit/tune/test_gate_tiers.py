@@ -1,4 +1,4 @@
-"""The gate's three tiers on hand-built records: XLA figures compared exactly, steps/s
+"""The gate's tiers on hand-built records: XLA figures compared exactly, instruction counts, steps/s
 normalised by the reference speed, failures under a budget, and older baseline files."""
 
 from __future__ import annotations
@@ -144,11 +144,18 @@ def _counted(report) -> object:
     return next(r for r in report.rows if r.tier == Tier.COUNTED)
 
 
-def test_the_same_work_on_a_busy_day_is_the_same():
-    # the figures a quick trial counted at 64 envs idle, and beside a busy loop
-    row = _counted(compare_snapshots(counted_snap([835.0e3, 838.0e3]),
-                                     counted_snap([838.9e3, 833.1e3]), Thresholds()))
-    assert row.verdict is Verdict.SAME and row.label == "instructions per env step"
+def test_the_same_work_idle_or_loaded_never_fails():
+    # quick at 64 envs against an idle baseline: idle runs read -0.1% to +0.7%, every run
+    # beside a busy loop -4.7% (XLA's pool threads spin less when they share the cores)
+    idle_base = counted_snap([834.9e3, 839.6e3])
+    idle = _counted(compare_snapshots(idle_base, counted_snap([838.9e3, 840.1e3]), Thresholds()))
+    assert idle.verdict is Verdict.SAME and idle.label == "instructions per env step"
+    loaded = compare_snapshots(idle_base, counted_snap([795.5e3, 796.5e3]), Thresholds())
+    assert _counted(loaded).verdict is Verdict.SAME and loaded.passed
+    # the other way round, an idle run against a baseline saved under load: +4.9%, inside 6%
+    backwards = _counted(compare_snapshots(counted_snap([795.5e3, 796.5e3]), idle_base,
+                                           Thresholds()))
+    assert backwards.verdict is Verdict.SAME and backwards.change < 0.06
 
 
 def test_more_work_per_step_is_caught_and_named():
@@ -163,8 +170,8 @@ def test_less_work_is_better_and_overlap_is_noise():
     better = _counted(compare_snapshots(counted_snap([835e3, 838e3]),
                                         counted_snap([700e3, 702e3]), Thresholds()))
     assert better.verdict is Verdict.BETTER
-    noisy = _counted(compare_snapshots(counted_snap([835e3, 900e3]),
-                                       counted_snap([900e3, 905e3]), Thresholds()))
+    noisy = _counted(compare_snapshots(counted_snap([835e3, 950e3]),
+                                       counted_snap([945e3, 955e3]), Thresholds()))
     assert noisy.verdict is Verdict.NOISY
 
 
