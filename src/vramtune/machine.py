@@ -75,18 +75,30 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# x86 flags that name instruction-set extensions LLVM may compile for; the rest of the line
+# (mitigations, hypervisor and kernel features) changes with a kernel update, not the code
+_X86_ISA = re.compile(r"^(sse\w*|ssse3|avx\w*|amx\w*|fma\w*|f16c|bmi\d|popcnt|movbe|abm|"
+                      r"lzcnt|adx|aes|vaes|pclmulqdq|vpclmulqdq|sha_ni|gfni|xop|tbm|"
+                      r"cx16|mmx\w*|3dnow\w*|rdrand|rdseed|clflushopt|clwb|xsave\w*)$")
+
+
 def cpu_features() -> str | None:
-    """A short digest of the CPU's instruction set (the ``flags`` line of /proc/cpuinfo, or
-    ``Features`` on ARM): XLA compiles for the host's features, so instruction counts compare
-    only where this is the same. None where the kernel does not say."""
+    """A short digest of the CPU's instruction-set extensions (x86: the ISA flags of
+    /proc/cpuinfo's ``flags`` line; ARM: its ``Features`` line): XLA compiles for the host's
+    features, so instruction counts compare only where this is the same. None where the
+    kernel does not say."""
     import hashlib
 
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key.strip().lower() in ("flags", "features"):
-                flags = " ".join(sorted(value.split()))
-                return f"{platform.machine()}-{hashlib.sha256(flags.encode()).hexdigest()[:12]}"
+            key = key.strip().lower()
+            if key in ("flags", "features"):
+                flags = value.split()
+                if key == "flags":
+                    flags = [f for f in flags if _X86_ISA.match(f)]
+                digest = hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:12]
+                return f"{platform.machine()}-{digest}"
     except OSError:
         pass
     return None

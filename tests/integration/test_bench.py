@@ -20,7 +20,10 @@ from vramtune.measure.counters import ThreadInstructions
 from vramtune.workload.profile import builtin_profiles
 
 COMMITTED = ROOT / "benchmarks" / "baseline-cpu-quick.json"  # a real baseline, no trial to make
-GATE = ["--max-mem-increase", "10%", "--max-speed-drop", "90%"]
+# Loose where load moves a figure (the suite runs two tests at once on two cores): steps/s,
+# and instruction counts (a loaded run spins less: -4.7% at 64 envs beside one busy loop).
+GATE = ["--max-mem-increase", "10%", "--max-speed-drop", "90%",
+        "--max-instructions-increase", "20%"]
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +36,13 @@ def baseline(tmp_path_factory: pytest.TempPathFactory, quick_short: str) -> Path
     assert proc.returncode == 0, proc.stderr
     assert "saved baseline" in proc.stderr
     return path
+
+
+def _counter_available() -> bool:
+    counter = ThreadInstructions()
+    available = counter.available
+    counter.close()
+    return available
 
 
 def _foreign(baseline: Path, tmp_path: Path) -> Path:
@@ -65,7 +75,7 @@ def test_identical_run_passes_and_writes_the_step_summary(baseline, tmp_path, qu
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "**PASS: no regression**" in proc.stdout
     assert "| 64 | peak host RAM |" in proc.stdout and "🔴" not in proc.stdout
-    if ThreadInstructions().available:  # unchanged code: the same work, whatever the load
+    if _counter_available():  # unchanged code: the same work, within what load moves
         assert "| 64 | instructions per env step |" in proc.stdout
     text = summary.read_text()
     assert text.startswith("earlier step\n") and "| num_envs | metric |" in text
@@ -190,10 +200,11 @@ def test_saved_baseline_has_the_deterministic_counted_and_normalised_figures(bas
     assert xla["versions"]["jaxlib"] == data["versions"]["jaxlib"]
     assert all(s["cpu_s_per_s"] > 0 for s in size["samples"])
     counts = [s["instructions_per_env_step"] for s in size["samples"]]
-    if ThreadInstructions().available:  # this machine's kind: a real PMU, paranoid 2
+    if _counter_available():  # this machine's kind: a real PMU, paranoid 2
         # a quick env step with its share of the update and evaluation: ~0.8 M here
         assert all(c > 1e5 for c in counts), counts
-        assert max(counts) / min(counts) < 1.02, counts  # the same work, counted twice
+        # the same work counted twice; a neighbouring test's trial lowers one by a few %
+        assert max(counts) / min(counts) < 1.10, counts
     else:
         assert counts == [None, None]
 

@@ -80,8 +80,10 @@ def _leaky_profile(tmp_path: Path, leak: int) -> Path:
     quick = yaml.safe_load((ROOT / "src/vramtune/profiles/quick.yaml").read_text())
     quick.update(name="leaky", env="tests.workloads_fixture:make_leaking_env",
                  env_kwargs={"leak_bytes_per_env_step": leak})
-    # Its memory never stops growing, so a trial runs to max_intervals: keep that short.
-    quick["measure"] = {**quick.get("measure", {}), "max_intervals": 12}
+    # Its memory never stops growing, so a trial runs to max_intervals: keep that short, and
+    # one epoch per interval (min_interval_s 0), so a trial trains 13 steps however fast the
+    # machine is (grouped by time, a fast runner's trial ran ~4x longer and leaked as much).
+    quick["measure"] = {**quick.get("measure", {}), "max_intervals": 12, "min_interval_s": 0}
     quick.pop("backend", None)
     path = tmp_path / "leaky.yaml"
     path.write_text(yaml.safe_dump(quick))
@@ -91,20 +93,20 @@ def _leaky_profile(tmp_path: Path, leak: int) -> Path:
 @pytest.mark.slow
 @pytest.mark.slowest
 def test_a_confirmation_that_fails_steps_down_to_a_smaller_size(tmp_path):
-    # 400 B per env per env step, measured on CPU with quick's networks under a 1.548 GB cap
-    # (1.72 GB - 10%): the 14-step trials peak 1.04 / 1.09 GB; the 150-step run at 128 envs
-    # 1.36 GB (190 MB under); at 256 envs it dies of a real OOM at step 120 (~110 MB over at
-    # 150). The earlier 200 B version had ~80 MB margins, and a CI run's base 60 MB higher made
-    # 128's long run die at step 135: peaks here move by tens of MB from run to run.
-    profile = _leaky_profile(tmp_path, 400)
+    # 1000 B per env per env step (evaluation's steps leak too), measured on CPU with quick's
+    # networks under a 1.548 GB cap (1.72 GB - 10%, RLIMIT_DATA 1,476 MiB): the 14-step trials
+    # peak 1,182 / 1,261 MiB at 128 / 256 envs; 256's 50-step run dies at step 40, 192's
+    # peaks 1,473 MiB (ok, or out of memory on a run whose base sits higher: either is a
+    # step-down), 128's is ~1.3 GB. Peaks here move by tens of MB from run to run.
+    profile = _leaky_profile(tmp_path, 1000)
     summary, results = _sweep(tmp_path, "--profile", str(profile), "--gpu-mem", "1.72GB",
                               "--start", "128", "--max-envs", "256", "--objective", "max-envs",
-                              "--confirm-steps", "150", "--refine", "1")
+                              "--confirm-steps", "50", "--refine", "1")
     # A failed confirmation starts the step-down: a size between 128 and 256 is searched,
     # then the pick is confirmed, before a smaller size is (was: 128, the next measured size).
-    # 256's trial sat ~440 MB under the cap, so its long run grows (a leak), not a jitter:
+    # 256's trial sat ~215 MiB under the cap, so its long run grows (a leak), not a jitter:
     # the step-down bisects. --refine 1: it searches one size (it allows min(refine, 3)); the
-    # test is the step-down, not the resolution, and each long run here takes 35-45 s.
+    # test is the step-down, not the resolution, and each long run here takes 25-30 s.
     confirm = {r.num_envs: r for r in results if r.purpose is Purpose.CONFIRM}
     assert confirm[256].status is Status.OOM, confirm[256].error_message
     between = [r.num_envs for r in results if r.purpose is Purpose.SEARCH and 128 < r.num_envs < 256]

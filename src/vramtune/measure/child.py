@@ -277,6 +277,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     result: dict[str, Any] = {}
     phase = "import"
     data_segment = _DataSegment()
+    # Before JAX starts its thread pools: an inherited counter then counts all of them
+    counter: ThreadInstructions | None = ThreadInstructions()
     try:
         emit(phase="importing")
         import jax
@@ -338,9 +340,11 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         history: list[int | None] = []
         state = {"evals": 0, "steps": 0}
         speed = _Intervals(measure.min_interval_s)
-        # CPU only: a GPU's work is the device's, not the instructions that launch it
-        counter = ThreadInstructions() if on_cpu else None
+        if not on_cpu:  # a GPU's work is the device's, not the instructions that launch it
+            counter.close()
+            counter = None
         counts: list[int | None] = []  # instructions retired by the process, per epoch measured
+        counted_steps: list[float] = []  # env steps done at each of those reads
         start = time.perf_counter()
 
         def cap_figure() -> int | None:
@@ -385,6 +389,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                 emit(phase="measuring", compile_s=result["compile_s"])
             if counter is not None and len(marks) >= 1 + measure.warmup_intervals:
                 counts.append(counter.read())  # from the mark that starts the window
+                counted_steps.append(float(step))
             if len(marks) <= 1 + measure.warmup_intervals:
                 return
             # brax's rate excludes evaluation; without it, the wall time since the last call
@@ -441,14 +446,15 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                           # json cannot write (the result file would be lost)
                           speed_steady=bool(speed.steady(measure.speed_tolerance)),
                           measured_intervals=len(rates),
-                          instructions_per_env_step=per_step(
-                              counts, [i * env_steps_per_epoch for i in range(len(counts))]))
+                          instructions_per_env_step=per_step(counts, counted_steps))
     except BaseException as exc:  # noqa: BLE001 - the record must say what happened
         exc = _reported(exc)
         lines = [line for line in _message(exc).splitlines() if "cpu_aot_loader" not in line]
         result.update(status="error", error_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
                       error_message="\n".join(lines[-12:])[-3000:],
                       error_where=f"{phase}: {_location(exc)}")
+    if counter is not None:
+        counter.close()
     _memory_stats(result)
     if data_segment.is_alive() or data_segment.peak_bytes is not None:
         data_segment.read()

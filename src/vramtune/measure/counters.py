@@ -11,19 +11,22 @@ counted +12%. Spinning counts too: XLA's pool threads spin while they wait for w
 less when a neighbour takes their cores, so a vramtune trial of ``quick`` (evaluation on:
 many small dispatches) counted 4.7% fewer at 64 envs beside a busy loop, 1.9% at 256.
 
-Why per thread: XLA runs the training on its own pool of threads, created when the backend
-starts. A counter opened with ``inherit`` adds a thread's count to its parent's only when the
-thread exits, so a live pool's work would be missing; one counter per thread, opened when the
-thread is first seen, reads it while it runs. (cirron, the PyPI package that counts
-instructions, counts around a block of code in the calling thread only.)
+Why inherited counters, opened early: XLA runs the training on its own pools of threads,
+created when the backend starts. A counter opened with ``inherit`` on a thread counts every
+thread created after it from that thread or its counted descendants, and a read sums them,
+live or ended. So ``ThreadInstructions()`` is made before JAX is imported, with one counter on
+each thread alive then: nothing is missed and nothing counted twice. (cirron, the PyPI package
+that counts instructions, counts around a block of code in the calling thread only.)
 
 What the count does not see: a slowdown with the same instructions (cache misses, memory
-bandwidth), and kernel time (``exclude_kernel``: what ``perf_event_paranoid`` 2 allows
-unprivileged). Instruction counts depend on the instruction set XLA compiled for, so they
-compare only between machines with the same CPU features (``machine.cpu_features``).
+bandwidth, a slower core), and kernel time (``exclude_kernel``: what ``perf_event_paranoid``
+2 allows unprivileged). What it sees beside the work: threads spinning while they wait,
+which load changes (above). Instruction counts depend on the instruction set XLA compiled for,
+so they compare only between machines with the same CPU features (``machine.cpu_features``).
 Where the kernel, the hypervisor or a container's seccomp filter refuses the counter
-(``perf_event_paranoid`` 3, no PMU, Docker's default profile), ``available`` is False and
-every read is None.
+(``perf_event_paranoid`` above 2, as Debian's and Ubuntu's defaults are; no PMU in the VM;
+Docker's default profile), ``available`` is False and every read is None. A count the kernel
+had to multiplex (the PMU shared with other events) is not extrapolated: it reads None.
 """
 
 from __future__ import annotations
@@ -33,15 +36,18 @@ import os
 import platform
 import struct
 
-# perf_event_open's syscall number per architecture (asm/unistd.h)
-_SYSCALL = {"x86_64": 298, "aarch64": 241, "ppc64le": 319, "s390x": 331, "riscv64": 241}
+# perf_event_open's syscall number per architecture (asm/unistd.h); little-endian ones only:
+# the flag bits below are laid out for them
+_SYSCALL = {"x86_64": 298, "aarch64": 241, "ppc64le": 319, "riscv64": 241}
 _PERF_TYPE_HARDWARE = 0
 _PERF_COUNT_HW_INSTRUCTIONS = 1
+_INHERIT = 1 << 1
 _EXCLUDE_KERNEL = 1 << 5
 _EXCLUDE_HV = 1 << 6
-# read_format: value, time enabled, time running (to scale a multiplexed counter)
+# read_format: value, time enabled, time running (running < enabled: multiplexed)
 _READ_FORMAT = 1 | 2
 _ATTR_SIZE = 128  # PERF_ATTR_SIZE_VER7; the kernel accepts any size it knows
+_FD_CLOEXEC = 8  # PERF_FLAG_FD_CLOEXEC: a process the trial starts does not inherit the fds
 
 
 class _Attr(ctypes.Structure):
@@ -52,90 +58,61 @@ class _Attr(ctypes.Structure):
 
 
 class ThreadInstructions:
-    """``read()``: user-space instructions retired by this process's threads since each was
-    first seen by a read (the first read opens the counters and returns their start), None
-    when no counter could be opened. ``close()`` releases the counters."""
+    """``read()``: user-space instructions retired by this process's threads since this
+    object was made (make it before the threads you want counted start), None when the
+    counter is refused or a read fails. ``close()`` releases the counters."""
 
     def __init__(self) -> None:
-        self._fds: dict[int, int] = {}
-        self._gone = 0  # what threads that ended had counted by their last read
-        self._last: dict[int, int] = {}
-        self.multiplexed = False  # some count was scaled: the PMU was shared at some point
+        self._fds: list[int] = []
         number = _SYSCALL.get(platform.machine())
-        self._syscall = None
-        if number is not None and os.path.isdir("/proc/self/task"):
-            try:
-                self._syscall = ctypes.CDLL(None, use_errno=True).syscall
-            except OSError:
-                self._syscall = None
-        self._number = number
-        self.available = self._syscall is not None and self._open(os.getpid()) is not None
-
-    def _open(self, tid: int) -> int | None:
-        if self._syscall is None:
-            return None
-        if tid in self._fds:
-            return self._fds[tid]
-        attr = _Attr(type=_PERF_TYPE_HARDWARE, size=_ATTR_SIZE,
-                     config=_PERF_COUNT_HW_INSTRUCTIONS, read_format=_READ_FORMAT,
-                     flags=_EXCLUDE_KERNEL | _EXCLUDE_HV)
-        fd = self._syscall(self._number, ctypes.byref(attr), tid, -1, -1, 0)
-        if fd < 0:
-            return None
-        self._fds[tid] = fd
-        return fd
-
-    def _value(self, fd: int) -> int | None:
         try:
-            value, enabled, running = struct.unpack("qqq", os.read(fd, 24))
-        except (OSError, struct.error):
-            return None
-        if 0 < running < enabled:
-            self.multiplexed = True
-            return int(value * enabled / running)
-        return value
+            syscall = ctypes.CDLL(None, use_errno=True).syscall if number is not None else None
+            tids = [int(t) for t in os.listdir("/proc/self/task")]
+        except (OSError, ValueError):
+            syscall, tids = None, []
+        if syscall is not None:
+            attr = _Attr(type=_PERF_TYPE_HARDWARE, size=_ATTR_SIZE,
+                         config=_PERF_COUNT_HW_INSTRUCTIONS, read_format=_READ_FORMAT,
+                         flags=_INHERIT | _EXCLUDE_KERNEL | _EXCLUDE_HV)
+            for tid in tids:
+                fd = syscall(number, ctypes.byref(attr), tid, -1, -1, _FD_CLOEXEC)
+                if fd < 0:  # one refused: the count would miss that thread's work
+                    self.close()
+                    break
+                self._fds.append(fd)
+        self.available = bool(self._fds)
 
     def read(self) -> int | None:
-        if not self.available:
-            return None
-        try:
-            tids = {int(t) for t in os.listdir("/proc/self/task")}
-        except (OSError, ValueError):
-            return None
-        for tid in tids:
-            self._open(tid)
-        for tid in [t for t in self._fds if t not in tids]:
-            # ended: its counter still reads its final count
-            fd = self._fds.pop(tid)
-            final = self._value(fd)
-            self._gone += final if final is not None else self._last.get(tid, 0)
-            self._last.pop(tid, None)
-            os.close(fd)
-        for tid, fd in self._fds.items():
-            value = self._value(fd)
-            if value is not None:
-                self._last[tid] = value
-        return self._gone + sum(self._last.values())
+        total = 0
+        for fd in self._fds:
+            try:
+                value, enabled, running = struct.unpack("qqq", os.read(fd, 24))
+            except (OSError, struct.error, MemoryError):  # MemoryError: at the trial's cap
+                return None
+            if running < enabled:  # multiplexed: the count is a part of the time
+                return None
+            total += value  # enabled 0: that thread has not run since the counter opened
+        return total if self._fds else None
 
     def close(self) -> None:
-        for fd in self._fds.values():
+        for fd in self._fds:
             try:
                 os.close(fd)
             except OSError:
                 pass
-        self._fds.clear()
+        self._fds = []
         self.available = False
 
 
 def per_step(counts: list[int | None], steps: list[float]) -> float | None:
     """Median instructions per step over consecutive reads: ``counts[i]`` taken after
-    ``steps[i]`` steps in all. The median, not the window's total, so that a read where a
-    new thread was first seen (its count starts there) does not move the figure."""
+    ``steps[i]`` steps in all. The median, so that one read disturbed by something else in
+    the process does not move the figure; None when no two reads bracket a step's work."""
     ratios = []
     for i in range(1, len(counts)):
         c0, c1 = counts[i - 1], counts[i]
         done = steps[i] - steps[i - 1]
-        if c0 is None or c1 is None or done <= 0 or c1 < c0:
+        if c0 is None or c1 is None or done <= 0 or c1 <= c0:
             continue
         ratios.append((c1 - c0) / done)
     if not ratios:

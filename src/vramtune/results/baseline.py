@@ -255,6 +255,9 @@ def merge_for_save(old: Snapshot | None, new: Snapshot) -> tuple[Snapshot, str |
                      f"{old.profile_hash}): its sizes measured a different workload")
     if old.cap_bytes != new.cap_bytes:
         return new, "replaced a baseline measured under another --gpu-mem budget"
+    if old.cpu_features != new.cpu_features:
+        return new, ("replaced a baseline from a CPU with another instruction set: its "
+                     "instruction counts were of other compiled code")
     if old.older_format is not None:
         return new, (f"replaced a baseline in an older format (schema {old.older_format}): "
                      f"it had {OLDER_SCHEMAS[old.older_format][0]}")
@@ -279,7 +282,7 @@ def _sample(data: Any, where: str, prefix: str) -> dict[str, Any]:
     f.number("compile_s", None, lo=0, none=True)
     f.text("error", None, none=True, max_len=1000)
     f.number("cpu_s_per_s", None, lo=0, none=True)
-    f.number("instructions_per_env_step", None, lo=0, none=True)
+    f.number("instructions_per_env_step", None, above=0, hi=1e12, none=True)
     return {"peak_bytes": None, "steps_per_s": None, **data}
 
 

@@ -267,7 +267,7 @@ _NULLABLE_INTS = {
     "gpu_total_bytes": (1, MAX_BYTES), "exit_code": (None, None)}
 _NULLABLE_SECONDS_OR_RATES = ("compile_s", "steps_per_s", "steps_per_s_min", "steps_per_s_max",
                               "steps_per_s_ci_low", "steps_per_s_ci_high",
-                              "measure_window_s", "wall_s", "instructions_per_env_step")
+                              "measure_window_s", "wall_s")
 _NULLABLE_TEXTS = ("backend", "device_kind", "cap", "nvml_note", "error_type", "error_where",
                    "gpu_name", "gpu_driver", "timestamp")
 
@@ -284,6 +284,7 @@ def trial_from_dict(data: Any, where: str) -> TrialResult:
         f.int(key, None, lo=lo, hi=hi, none=True)
     for key in _NULLABLE_SECONDS_OR_RATES:
         f.number(key, None, lo=0, none=True)
+    f.number("instructions_per_env_step", None, above=0, hi=1e12, none=True)
     for key in _NULLABLE_TEXTS:
         f.text(key, None, none=True, max_len=1000)
     f.text("error_message", None, none=True, max_len=100_000)

@@ -12,10 +12,10 @@ in four tiers.
 - counted: instructions retired per env step, counted by the CPU over the trial's measuring
   window (``measure.counters``), by the same rule. It follows the code, not the runner: a
   neighbour or a slower day changes how long an instruction takes, not how many a step
-  retires, so a training step that does more work reads more on any day. Load moves it one
-  way only: XLA's pool threads spin less when they share the cores, so a loaded run counts
-  fewer (``quick``: idle runs within 0.8% of an idle baseline, every run beside a busy loop
-  -4.7% at 64 envs and -1.9% at 256). It is compared only
+  retires, so a training step that does more work reads more whatever the day's speed. Load
+  moves it through spinning: XLA's pool threads spin less when they share the cores, so a
+  loaded run counted fewer (``quick`` on the 2-core VM: idle runs within 0.9% of an idle
+  baseline, every run beside a busy loop -4.7% at 64 envs and -1.9% at 256). It is compared only
   between CPUs with the same instruction set (XLA compiles for it). It does not see a
   slowdown that retires the same instructions (cache misses): the normalised tier does,
   coarsely.
@@ -273,13 +273,15 @@ def compare_counts(n: int, base: SizeRecord, cand: SizeRecord, threshold: float,
     label = "instructions per env step"
     verdict, change, test, detail = Verdict.UNMEASURED, None, None, ""
     if not b:
-        detail = "the baseline has none: refresh it with --save"
+        detail = "the baseline has none (an older file, or its counter was refused)"
     elif not c:
-        detail = "not counted here: the CPU's counter was refused"
+        detail = "not counted in every repeat here (the CPU's counter refused or multiplexed)"
     elif other_isa:
         detail = other_isa
     else:
         verdict, change, test = judge(b, c, higher_is_worse=True, threshold=threshold)
+        if verdict is Verdict.BETTER:
+            detail = "fewer instructions: load lowers the count too (threads spin less)"
     return MetricRow(n, str(Metric.WORK), label, tuple(b), tuple(c), _median(b), _median(c),
                      change, threshold, test.method if test else None,
                      test.p_value if test else None, verdict, detail, tier=str(Tier.COUNTED))
@@ -438,6 +440,14 @@ def differences(baseline: Snapshot, candidate: Snapshot) -> list[str]:
     if baseline.cap_bytes != candidate.cap_bytes:
         notes.append(f"the baseline ran under {_budget(baseline.cap_bytes)}, this run under "
                      f"{_budget(candidate.cap_bytes)}: failures under a cap are not comparable")
+    if baseline.cpu_features and candidate.cpu_features \
+            and baseline.cpu_features != candidate.cpu_features:
+        notes.append("the baseline's CPU has another instruction set: instruction counts are "
+                     "not compared (XLA compiled other instructions)")
+    if candidate.machine.backend == "cpu" and not any(
+            s.instruction_counts() for s in candidate.sizes):
+        notes.append("the counted tier is off: the CPU's instruction counter was refused here "
+                     "(perf_event_paranoid above 2, no PMU in the VM, or a seccomp filter)")
     if (baseline.reference and candidate.reference
             and baseline.reference != candidate.reference):
         notes.append("the baseline normalised steps/s another way: steps/s compared raw")
@@ -454,7 +464,9 @@ def compare_snapshots(baseline: Snapshot | None, candidate: Snapshot, thresholds
     normalise = baseline is None or baseline.reference == candidate.reference
     other_isa = None
     if baseline is not None and baseline.cpu_features != candidate.cpu_features:
-        other_isa = (f"the baseline's CPU has another instruction set ({baseline.cpu_features} "
+        other_isa = ("the baseline does not say which instruction set it ran on"
+                     if baseline.cpu_features is None else
+                     f"the baseline's CPU has another instruction set ({baseline.cpu_features} "
                      f"-> {candidate.cpu_features}): XLA compiled other instructions")
     for size in candidate.sizes:
         rows.extend(compare_size(baseline.size(size.num_envs) if baseline else None, size,

@@ -228,7 +228,7 @@ def test_a_schema_2_baseline_gates_all_but_the_counts_and_says_so(tmp_path):
     assert any("schema 2" in n and "no instruction counts" in n and "--save" in n
                for n in report.notes)
     row = next(r for r in report.rows if r.tier == Tier.COUNTED)
-    assert row.verdict is Verdict.UNMEASURED and "refresh it with --save" in row.detail
+    assert row.verdict is Verdict.UNMEASURED and "the baseline has none" in row.detail
 
 
 def test_an_older_baseline_loads_with_a_note_and_gates_what_it_has(tmp_path):
