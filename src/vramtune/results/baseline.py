@@ -142,17 +142,22 @@ class SizeRecord:
     def rates_per_s(self) -> list[float]:
         return [s.steps_per_s for s in self.samples if s.ok and s.steps_per_s is not None]
 
+    def _of_every_ok_trial(self, values: Iterable[float | None]) -> list[float]:
+        """``values`` (one per ok trial with a rate); [] unless every one of them has one:
+        a figure from some repeats only would compare a subset with the other side."""
+        got = list(values)
+        return [v for v in got if v is not None] if all(v is not None for v in got) else []
+
+    def _timed(self) -> list[Sample]:
+        return [s for s in self.samples if s.ok and s.steps_per_s is not None]
+
     def normalised_rates(self) -> list[float]:
         """Steps per CPU second of every ok trial; [] unless every ok trial has one."""
-        ok = [s for s in self.samples if s.ok and s.steps_per_s is not None]
-        values = [s.normalised for s in ok]
-        return [v for v in values if v is not None] if all(v is not None for v in values) else []
+        return self._of_every_ok_trial(s.normalised for s in self._timed())
 
     def instruction_counts(self) -> list[float]:
         """Instructions per env step of every ok trial; [] unless every ok trial has one."""
-        ok = [s for s in self.samples if s.ok and s.steps_per_s is not None]
-        values = [s.instructions_per_env_step for s in ok]
-        return [v for v in values if v is not None] if all(v is not None for v in values) else []
+        return self._of_every_ok_trial(s.instructions_per_env_step for s in self._timed())
 
     def cpu_shares(self) -> list[float]:
         return [s.cpu_s_per_s for s in self.samples
