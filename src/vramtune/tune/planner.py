@@ -325,11 +325,15 @@ def as_trial(result: TrialResult, limit_bytes: int | None, pool: bool = False) -
         figure, live = result.jax_peak_pool_bytes, result.jax_peak_bytes_in_use
     if result.status is not Status.OK:
         figure = None
+    proof = result.purpose is not Purpose.SEARCH
+    room = 0.0  # a proof run held below the line (search.proof_room_bytes)
+    if proof and limit_bytes is not None and result.cap_bytes is not None:
+        room = float(max(0, limit_bytes - result.cap_bytes))
     return search.Trial(result.num_envs, result.status,
                         float(figure) if figure is not None else None,
                         shape if None not in shape else None, over,  # type: ignore[arg-type]
-                        proof=result.purpose is not Purpose.SEARCH,
-                        live_bytes=float(live) if live is not None else None)
+                        proof=proof, live_bytes=float(live) if live is not None else None,
+                        room_bytes=room)
 
 
 def search_space(results: Sequence[TrialResult], space: SearchSpace,

@@ -95,9 +95,13 @@ class Recommendation:
             return None
         peak = c.cap_figure_bytes if c.cap_figure_bytes is not None else c.peak_bytes
         what = c.cap_figure_words
+        room = ""
+        if self.limit_bytes is not None and c.cap_bytes is not None and c.cap_bytes < self.limit_bytes:
+            room = (f", {format_bytes(self.limit_bytes - c.cap_bytes)} below the "
+                    f"{format_bytes(self.limit_bytes)} line (room for another run's jitter)")
         return (f"confirmed: {c.training_steps} training steps, peak "
                 f"{format_bytes(peak)} {c.memory_label}{' ' + what if what else ''}"
-                f" under {c.cap or 'no cap'}")
+                f" under {c.cap or 'no cap'}{room}")
 
 
 CONFIRM_RATIO_OK = (0.9, 1.1)  # a confirming run's steps/s over its trial's, unremarkable

@@ -77,6 +77,7 @@ class Trial:
     over_limit: bool = False  # ran ok, but a peak the sweep holds to the limit was above it
     proof: bool = False  # a repeat or confirming run that failed: a failure, not a search trial
     live_bytes: float | None = None  # GPU: the allocator's live peak (the pool holds at least it)
+    room_bytes: float = 0.0  # a proof run held this far below the limit (``proof_room_bytes``)
 
 
 @dataclass(frozen=True)
@@ -359,16 +360,40 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
 def refinement_step(model: mm.Model, resolve_sd: float = RESOLVE_SD,
                     at: mm.Prediction | None = None) -> tuple[float, float, float] | None:
     """(bytes, envs, bytes per env): the finest step one run resolves, ``resolve_sd`` x the
-    model's sd of one new run's peak (its pooled jitter: the 1.5 % prior with this sweep's
-    residuals, relative to the peak ``at`` a size, default the mean measured), in num_envs
-    along its growth. None when the growth is not positive."""
+    model's sd of one new run's peak (``run_sd``), in num_envs along its growth. None when
+    the growth is not positive."""
     slope = model.growth()[0]
     if not slope > 0:
         return None
-    peak = at.mean_bytes if at is not None else model.mean_peak_bytes
-    sd = max(model.sigma_bytes, model.sigma_fraction * abs(peak))
-    step = resolve_sd * sd
+    step = resolve_sd * run_sd(model, at)
     return step, step / slope, slope
+
+
+def run_sd(model: mm.Model, at: mm.Prediction | None = None) -> float:
+    """The model's sd of one new run's peak: its pooled jitter (the 1.5 % prior with this
+    sweep's residuals), relative to the peak ``at`` a size (default the mean measured)."""
+    peak = at.mean_bytes if at is not None else model.mean_peak_bytes
+    return max(model.sigma_bytes, model.sigma_fraction * abs(peak))
+
+
+def proof_room_bytes(trials: Sequence[Trial], space: Space, n: int) -> float | None:
+    """How far below the limit a proof run of size n is held (its cap): one refinement step,
+    ``resolve_sd`` x the sd of one run's peak there, from the search trials' model (the
+    prior jitter of the size's own peak without one). None where peaks do not jitter run to
+    run (a GPU's allocator figures) or nothing says how much: the proof runs at the limit.
+
+    One run's peak d is a draw: with sd s, a second run of the same size (the user's) stays
+    under the limit L with P = Phi((L - d) / (sqrt(2) s)), 50% for a proof that passes just
+    under L and 92% for one that passes with 2 s of room. A proof must leave room for that
+    second draw, or a size that fits one run in two is proven."""
+    if not space.resolve_sd or space.region_bytes:
+        return None
+    searched = [t for t in trials if not t.proof]
+    model = mm.fit(_points(searched))
+    if model is not None:
+        return space.resolve_sd * run_sd(model, model.interval(n, _shape(space, n)))
+    peaks = [t.peak_bytes for t in searched if t.num_envs == n and t.peak_bytes is not None]
+    return space.resolve_sd * mm.FLOOR_SD * max(peaks) if peaks else None
 
 
 def _only_proof_failed(trials: Sequence[Trial], n: int, limit_bytes: float) -> bool:
@@ -590,27 +615,46 @@ def step_down_pick(trials: Sequence[Trial], space: Space, open_: list[int], lo: 
     least one refinement step below it, or None when none lies above ``lo`` (no size between
     them that one run could tell from ``hi``: ``lo`` is the one to prove).
 
-    A proof run peaks above its search trial by that trial's margin plus what the longer run
-    adds. When the margin was within one refinement step (2 sd of one run's peak), the failure
-    is what one run's jitter does, so the long run's edge lies about a step below ``hi``, not
-    halfway down to ``lo`` (at 1.45 GB a bisection from 128 measured 1024, 1536 and 1664
-    below a failed 1792, whose trial peaked 16 MiB under the cap). A wider margin says the
-    long run grows past its trial (a leak, a late phase): bisection, as where peaks do not
-    jitter (``resolve_sd`` None), the search trials give no model, or ``hi`` failed its own
-    search trial (the edge is not a jitter below a proof)."""
-    if not _only_proof_failed(trials, hi, space.limit_bytes):
-        return bisect_pick(open_, lo, hi) if open_ else None
-    model = None
-    if space.resolve_sd and not space.region_bytes:
-        model = mm.fit(_points([t for t in trials if not t.proof]))
-    step = (refinement_step(model, space.resolve_sd, model.interval(hi, _shape(space, hi)))
-            if model is not None else None)
-    peaks = [t.peak_bytes for t in trials if t.num_envs == hi and not t.proof
-             and t.status == OK and t.peak_bytes is not None]
-    if step is None or not peaks or space.limit_bytes - max(peaks) > step[0]:
+    A proof run peaks above its search trial by that trial's margin (to the proof's own cap,
+    ``room_bytes`` below the limit) plus what the longer run adds. When the margin was
+    within one refinement step (2 sd of one run's peak), the failure is what one run's
+    jitter does, so the long run's edge lies about a step below ``hi``, not halfway down to
+    ``lo`` (at 1.45 GB a bisection from 128 measured 1024, 1536 and 1664 below a failed
+    1792, whose trial peaked 16 MiB under the cap). A wider margin says the long run grows
+    past its trial (a leak, a late phase): bisection, as where peaks do not jitter
+    (``resolve_sd`` None), the search trials give no model, or ``hi`` failed its own search
+    trial (the edge is not a jitter below a proof)."""
+    step = _jitter_step(trials, space, hi)
+    if step is None:
         return bisect_pick(open_, lo, hi) if open_ else None
     below = [n for n in open_ if lo < n <= hi - step[1]]
     return max(below) if below else None
+
+
+def proof_failed_by_jitter(trials: Sequence[Trial], space: Space, n: int) -> bool:
+    """Size n fitted its search trial and failed only its proof run, and that trial peaked
+    within one refinement step of the proof's cap: the failure is what one run's jitter
+    does. False where the long run grew past its trial (a leak, a late phase), peaks do
+    not jitter, or nothing says how much they do."""
+    return _jitter_step(trials, space, n) is not None
+
+
+def _jitter_step(trials: Sequence[Trial], space: Space, n: int) -> tuple[float, float, float] | None:
+    """The refinement step at n when n failed its proof by jitter (``proof_failed_by_jitter``),
+    else None."""
+    if not _only_proof_failed(trials, n, space.limit_bytes):
+        return None
+    model = None
+    if space.resolve_sd and not space.region_bytes:
+        model = mm.fit(_points([t for t in trials if not t.proof]))
+    step = (refinement_step(model, space.resolve_sd, model.interval(n, _shape(space, n)))
+            if model is not None else None)
+    peaks = [t.peak_bytes for t in trials if t.num_envs == n and not t.proof
+             and t.status == OK and t.peak_bytes is not None]
+    room = max((t.room_bytes for t in trials if t.num_envs == n and t.proof), default=0.0)
+    if step is None or not peaks or space.limit_bytes - room - max(peaks) > step[0]:
+        return None
+    return step
 
 
 def bisect_pick(open_: list[int], lo: int, hi: int) -> int:

@@ -74,6 +74,7 @@ from vramtune.tune.request import (
     resolve,
 )
 from vramtune.tune.speed import Verdict, can_resolve, compare_rates
+from vramtune.units import format_bytes
 from vramtune.workload.pickled import save_factory
 from vramtune.workload.profile import safe_name
 
@@ -352,6 +353,29 @@ def _settled_steps(r: TrialResult) -> int:
             else r.training_steps or 0)
 
 
+def proof_cap_bytes(config: SweepConfig, results: Sequence[TrialResult], n: int) -> int | None:
+    """The cap a proof run (repeat or confirmation) of size n runs under: the line less one
+    refinement step where peaks jitter run to run (``search.proof_room_bytes``: a proof that
+    passes with less room is a coin flip for the user's next run), the line itself on a GPU's
+    pool; None without a budget."""
+    limit = config.limit_bytes
+    if limit is None:
+        return None
+    room = search.proof_room_bytes([as_trial(r, limit, uses_pool(results)) for r in results],
+                                   search_space(results, config.space()), n)
+    if room is None or not room > 0:
+        return limit
+    return max(1, limit - min(int(room), limit // 2))  # bounded: a wild model leaves half
+
+
+def _room_words(config: SweepConfig, cap: int | None) -> str:
+    limit = config.limit_bytes
+    if cap is None or limit is None or cap >= limit:
+        return ""
+    return (f", capped at {format_bytes(cap)}: {format_bytes(limit - cap)} (one refinement "
+            f"step) below the {format_bytes(limit)} line, room for another run's jitter")
+
+
 def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | None:
     """After the search: prove the chosen size, or None when it is proven.
 
@@ -372,7 +396,8 @@ def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | Non
         return confirming_step(config, results, n)
     if any(r.purpose is Purpose.REPEAT for r in same):
         return None  # proven (or not: choose() then moved on); one repeat per size
-    return Step(StepKind.REPEATING, n, f"repeating {n} envs: a size fits only if it fits again")
+    return Step(StepKind.REPEATING, n, f"repeating {n} envs: a size fits only if it fits "
+                                       f"again{_room_words(config, proof_cap_bytes(config, results, n))}")
 
 
 def confirming_step(config: SweepConfig, results: Sequence[TrialResult], n: int,
@@ -386,8 +411,9 @@ def confirming_step(config: SweepConfig, results: Sequence[TrialResult], n: int,
     length = (f"{steps} training steps" if floor is None or floor >= steps else
               f"{floor}-{steps} training steps (ending once memory has held over the latter "
               f"half of the run, {CONFIRM_MIN_EVALS}+ evaluations in)")
+    room = _room_words(config, proof_cap_bytes(config, results, n))
     return Step(StepKind.CONFIRMING, n, f"confirming {n} envs: {length}, evaluation as in "
-                                     f"training{f' ({where})' if where else ''}")
+                                     f"training{room}{f' ({where})' if where else ''}")
 
 
 def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
@@ -592,18 +618,26 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
 
     Which size: while ``hi`` failed only its proof, the predictive search on a CPU starts one
     refinement step below it (``search.step_down_pick``). Otherwise it bisects base..hi:
-    after a second failed proof (each size is then proven as soon as it is searched), once a
+    after a second failed proof when one of them grew past its trial by more than one run's
+    jitter (each size is then proven as soon as it is searched), once a
     search trial failed below the proof (the edge is not a jitter below it), on a GPU, and
     with ``--search bisect``."""
     down = step_down(config, results)
     if down is None:
         return None
     limit = config.limit_bytes
-    eager = sum(1 for r in results if r.purpose in PROOFS and past_boundary(r, limit)) > 1
+    failed = {r.num_envs for r in results if r.purpose in PROOFS and past_boundary(r, limit)}
+    eager = False
+    if len(failed) > 1:
+        trials = [as_trial(r, limit, uses_pool(results)) for r in results]
+        sspace = search_space(results, space)
+        eager = not all(search.proof_failed_by_jitter(trials, sspace, n) for n in failed)
     if eager:
-        # Two proofs failed: a long run peaks well above its search trial, so a search fit
-        # says little about the proof. Prove each size as it is searched, so that the
-        # bisection's base is a proven size and not a fit the next proof would undo.
+        # Two proofs failed, one of them past what one run's jitter does: a long run peaks
+        # well above its search trial, so a search fit says little about the proof. Prove
+        # each size as it is searched, so that the bisection's base is a proven size and not
+        # a fit the next proof would undo. (Proofs that each failed within a jitter of their
+        # cap step down one refinement step at a time instead.)
         proofs = {r.num_envs for r in results if r.purpose in PROOFS}
         pending = [n for n in down.measured if down.base <= n < down.hi and n not in proofs
                    and any(r.num_envs == n and r.purpose is Purpose.SEARCH and fits(r, limit)
@@ -692,6 +726,9 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
     """The request for a planned step: a search trial, a repeat, or the long confirming run."""
     assert step.num_envs is not None
     purpose, steps, floor, timeout_s = Purpose.SEARCH, None, None, config.timeout_s
+    cap = config.limit_bytes
+    if step.phase in (StepKind.CONFIRMING, StepKind.REPEATING):
+        cap = proof_cap_bytes(config, results, step.num_envs)
     if step.phase is StepKind.ALONE:
         purpose = Purpose.ALONE
     elif step.phase is StepKind.CONFIRMING:
@@ -709,7 +746,7 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
     return TrialRequest(config.profile, step.num_envs, budget_bytes=config.budget_bytes,
                         timeout_s=timeout_s, compile_cache_dir=config.compile_cache_dir,
                         cache_under_cpu_cap=cached,
-                        purpose=purpose, training_steps=steps, cap_bytes=config.limit_bytes,
+                        purpose=purpose, training_steps=steps, cap_bytes=cap,
                         min_training_steps=floor,
                         device_count=config.device_count,
                         alone=purpose is not Purpose.SEARCH)

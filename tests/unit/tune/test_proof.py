@@ -293,3 +293,34 @@ def test_the_step_down_names_the_edge_that_fits_beside_a_smaller_proven_pick():
     words = search_outcome(results, config.space(), 1, config).reason
     assert words.endswith("boundary between 768 (fits its search trial; 128 proven) and 832 "
                           "(fails)"), words
+
+
+def test_a_confirming_run_is_capped_one_refinement_step_below_the_line():
+    # A confirmation that passes just under the line is one draw of a coin the user's run
+    # flips again (832 at 1.3 GB: 21 MB under the line, then 1 of 2 user runs out of memory):
+    # on a CPU the proof runs under the line less one refinement step.
+    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 128, 1024, None,
+                         objective=Objective.MAX_ENVS)
+    gb = lambda n: 0.8 + 0.00025 * n  # noqa: E731
+    results = [r(128, data_gb=gb(128)), r(512, data_gb=gb(512)), r(576, Status.OOM)]
+    [step] = _steps(config, results)
+    assert (step.phase, step.num_envs) == ("confirming", 512)
+    request = trial_request(config, results, step)
+    room = CAP - request.cap_bytes
+    # two sd of one run's peak at 512 (the 1.5 % prior jitter at least): 27-40 MB here
+    assert 0.99 * 2 * 0.015 * gb(512) * GB <= room <= 2 * 0.025 * gb(512) * GB
+    assert "below the" in step.reason and "room for another run's jitter" in step.reason
+    # a search trial still runs at the line
+    assert trial_request(config, results, Step(StepKind.REFINING, 384, "s")).cap_bytes == CAP
+    # passing under the tighter cap proves the size; the line it left room under is said
+    passed = [*results, r(512, data_gb=gb(512), purpose=Purpose.CONFIRM, cap=request.cap_bytes)]
+    rec = choose(passed, int(1.2 * GB), 0.1, Objective.MAX_ENVS)
+    assert rec.chosen.num_envs == 512 and rec.confirmation is passed[-1]
+    assert "below the" in rec.confirmed_line and _steps(config, passed) == []
+    # running out of memory under it fails the proof: the step-down searches below 512
+    failed = [*results, r(512, Status.OOM, purpose=Purpose.CONFIRM, cap=request.cap_bytes)]
+    steps = _steps(config, failed)
+    assert steps and all(128 < s.num_envs < 512 and s.phase != "confirming" for s in steps)
+    # without a budget there is no line to keep room under
+    free = SweepConfig(load_profile("quick"), None, 0.1, 128, 1024, None)
+    assert trial_request(free, results, step).cap_bytes is None

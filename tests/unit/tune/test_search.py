@@ -454,3 +454,46 @@ def test_a_step_down_starts_one_refinement_step_below_the_failed_proof():
     # peaks that do not jitter (a GPU's figures): bisection, as before
     plain = space(f(1800), 128, 4096)
     assert S.step_down_pick(trials, plain, open_, 128, 1792) == S.bisect_pick(open_, 128, 1792)
+
+
+def test_a_proof_is_held_one_refinement_step_below_the_limit_where_peaks_jitter():
+    # 1.3 GB: 832 fitted its search trial and its confirming run 21 MB under the 1,170 MB
+    # line; of two user runs, one ran out of memory. One draw that passes just under the line
+    # says a second one is a coin flip: a proof keeps room for a second draw.
+    f = lambda n: 900 + 0.23 * n  # noqa: E731
+    sp = space(1116, 128, 4096, resolve_sd=S.RESOLVE_SD)
+    trials = [ok(128, f(128)), ok(832, f(832)), oom(960)]
+    room = S.proof_room_bytes(trials, sp, 832)
+    model = mm.fit([(128, f(128) * MiB), (832, f(832) * MiB)])
+    step, _, _ = S.refinement_step(model, S.RESOLVE_SD, model.interval(832))
+    assert room == pytest.approx(step)
+    # about 2 x 1.5 % of the size's peak: 30-35 MiB here, more than the 21 MB that passed
+    assert 2 * 0.015 * f(832) * MiB <= room <= 2 * 0.02 * f(832) * MiB
+    # failed proofs do not move it: it is the search trials' jitter
+    assert S.proof_room_bytes([*trials, S.Trial(832, Status.OOM, proof=True)], sp, 832) == room
+    # one size measured: the prior jitter of its own peak
+    assert S.proof_room_bytes([ok(832, f(832))], sp, 832) == pytest.approx(
+        S.RESOLVE_SD * mm.FLOOR_SD * f(832) * MiB)
+    assert S.proof_room_bytes([oom(832)], sp, 832) is None  # nothing says how much
+    # a GPU's pool, or figures that do not jitter: the proof runs at the limit
+    pool_space = S.Space(grid(128, 2048), 844 * MiB, 128, region_bytes=256 * MiB,
+                         resolve_sd=S.RESOLVE_SD)
+    assert S.proof_room_bytes(trials, pool_space, 832) is None
+    assert S.proof_room_bytes(trials, space(1116, 128, 4096), 832) is None
+
+
+def test_a_step_down_counts_a_failed_proof_s_room_as_part_of_its_trial_s_margin():
+    # The proof ran `room` below the limit: a search trial within one step of the proof's
+    # cap is a jitter below it (one step down), not a long run that grows (bisection).
+    f = lambda n: 900 + 0.2 * n  # noqa: E731
+    model = mm.fit([(128, f(128) * MiB), (1792, f(1792) * MiB)])
+    step_bytes, step_envs, _ = S.refinement_step(model, S.RESOLVE_SD, model.interval(1792))
+    limit = f(1792) + 1.5 * step_bytes / MiB  # the trial sat 1.5 steps under the limit
+    sp = space(limit, 128, 4096, resolve_sd=S.RESOLVE_SD)
+    open_ = [n for n in sp.candidates if 128 < n < 1792]
+    at_limit = [ok(128, f(128)), ok(1792, f(1792)), oom(1920),
+                S.Trial(1792, Status.OOM, proof=True)]
+    assert S.step_down_pick(at_limit, sp, open_, 128, 1792) == S.bisect_pick(open_, 128, 1792)
+    held = [*at_limit[:3], S.Trial(1792, Status.OOM, proof=True, room_bytes=step_bytes)]
+    n = S.step_down_pick(held, sp, open_, 128, 1792)
+    assert n == max(c for c in open_ if c <= 1792 - step_envs)
