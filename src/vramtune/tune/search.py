@@ -388,12 +388,27 @@ def proof_room_bytes(trials: Sequence[Trial], space: Space, n: int) -> float | N
     second draw, or a size that fits one run in two is proven."""
     if not space.resolve_sd or space.region_bytes:
         return None
-    searched = [t for t in trials if not t.proof]
-    model = mm.fit(_points(searched))
+    model = _jitter_model(trials, space)
     if model is not None:
         return space.resolve_sd * run_sd(model, model.interval(n, _shape(space, n)))
-    peaks = [t.peak_bytes for t in searched if t.num_envs == n and t.peak_bytes is not None]
+    peaks = [t.peak_bytes for t in trials if t.num_envs == n and not t.proof
+             and t.peak_bytes is not None]
     return space.resolve_sd * mm.FLOOR_SD * max(peaks) if peaks else None
+
+
+def _jitter_model(trials: Sequence[Trial], space: Space) -> mm.Model | None:
+    """The search trials' model that sizes a refinement step after the search: with the slope
+    prior unless the trials contradict it (as the search's own model), so that a few jittery
+    peaks over a narrow span do not read as a flat slope and a step of hundreds of envs."""
+    searched = [t for t in trials if not t.proof]
+    pts = _points(searched)
+    if space.prior is not None:
+        model = mm.fit(pts, prior=space.prior)
+        ooms = [t.num_envs for t in searched if t.status == OOM]
+        if model is not None and not mm.misses(pts, ooms, space.cap_bytes or space.limit_bytes,
+                                               space.shape_of, prior=space.prior):
+            return model
+    return mm.fit(pts)
 
 
 def _only_proof_failed(trials: Sequence[Trial], n: int, limit_bytes: float) -> bool:
@@ -646,7 +661,7 @@ def _jitter_step(trials: Sequence[Trial], space: Space, n: int) -> tuple[float, 
         return None
     model = None
     if space.resolve_sd and not space.region_bytes:
-        model = mm.fit(_points([t for t in trials if not t.proof]))
+        model = _jitter_model(trials, space)
     step = (refinement_step(model, space.resolve_sd, model.interval(n, _shape(space, n)))
             if model is not None else None)
     peaks = [t.peak_bytes for t in trials if t.num_envs == n and not t.proof

@@ -324,3 +324,30 @@ def test_a_confirming_run_is_capped_one_refinement_step_below_the_line():
     # without a budget there is no line to keep room under
     free = SweepConfig(load_profile("quick"), None, 0.1, 128, 1024, None)
     assert trial_request(free, results, step).cap_bytes is None
+
+
+def test_two_proofs_that_failed_by_jitter_step_down_instead_of_proving_every_size():
+    # 1.3 GB: 832 and 768 fitted their search trials within a jitter of the line and failed
+    # their proofs one refinement step below it. That is one run's jitter, not a long run
+    # that grows: the step-down goes one step below 768, and does not prove each size as it
+    # is searched (a bisection from 128 with a proof per size spent 6 more runs).
+    line = int(1.3 * GB * 0.9)
+    config = SweepConfig(load_profile("quick"), int(1.3 * GB), 0.1, 128, 2048, None,
+                         objective=Objective.MAX_ENVS)
+    mb = {128: 1009.9, 768: 1145.8, 832: 1159.2}  # data segment, MB, as measured
+    results = [r(n, data_gb=v / 1000, cap=line) for n, v in mb.items()]
+    results.append(r(896, Status.OOM, cap=line))
+    [step] = _steps(config, results)
+    assert (step.phase, step.num_envs) == ("confirming", 832)
+    cap = trial_request(config, results, step).cap_bytes
+    results.append(r(832, Status.OOM, purpose=Purpose.CONFIRM, cap=cap))
+    [step] = _steps(config, results)  # nothing between 768 and 832: prove 768
+    assert (step.phase, step.num_envs) == ("confirming", 768)
+    results.append(r(768, Status.OOM, purpose=Purpose.CONFIRM,
+                     cap=trial_request(config, results, step).cap_bytes))
+    [step] = _steps(config, results)
+    assert step.phase == "refining" and 512 < step.num_envs < 768, step
+    n = step.num_envs
+    results.append(r(n, data_gb=1.10, cap=line))
+    [step] = _steps(config, results)  # within a step of 768: prove it, no more searching
+    assert (step.phase, step.num_envs) == ("confirming", n)

@@ -497,3 +497,20 @@ def test_a_step_down_counts_a_failed_proof_s_room_as_part_of_its_trial_s_margin(
     held = [*at_limit[:3], S.Trial(1792, Status.OOM, proof=True, room_bytes=step_bytes)]
     n = S.step_down_pick(held, sp, open_, 128, 1792)
     assert n == max(c for c in open_ if c <= 1792 - step_envs)
+
+
+def test_a_step_down_sizes_its_step_with_the_slope_prior_over_a_narrow_span():
+    # bench_search at 1.1 GB: 128, 416 and 480 peaked at 1,034, 1,053 and 1,072 MB (a slope
+    # of ~0.1 MB/env through jitter, where the probe says 0.237 MiB/env). 480 and 416 failed
+    # their proofs; the flat fit made the step 313 envs and the step-down proved 128.
+    mb = 1e6 / MiB
+    trials = [ok(128, 1034.2 * mb), ok(416, 1053.1 * mb), ok(480, 1071.8 * mb), oom(576),
+              S.Trial(480, Status.OOM, proof=True, room_bytes=29.8e6),
+              S.Trial(416, Status.OOM, proof=True, room_bytes=29.6e6)]
+    prior = mm.SlopePrior(0.237 * MiB)
+    sp = space(1100 * mb, 128, 4096, resolve_sd=S.RESOLVE_SD, prior=prior)
+    open_ = [n for n in sp.candidates if 128 < n < 416 and n not in (128, 416)]
+    n = S.step_down_pick(trials, sp, open_, 128, 416)
+    assert n is not None and 192 <= n <= 288
+    flat = space(1100 * mb, 128, 4096, resolve_sd=S.RESOLVE_SD)
+    assert S.step_down_pick(trials, flat, open_, 128, 416) is None  # the flat fit: prove 128
