@@ -173,7 +173,8 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     # A size fits only if every run of it fit: one failure (on repeat, or in the long
     # confirming run) moves the boundary below it, and memory grows with num_envs, so every
     # larger size is past the boundary too, whatever it did once.
-    edge = min((r.num_envs for r in rows if past_boundary(r, limit)), default=None)
+    edge = boundary_edge(rows, limit)
+    over = over_failed_proof(rows, limit)
     # A proof run (repeat or confirmation) that ended in an error proves nothing: its size
     # stays unproven (the next smaller one is proven instead), the boundary stays put.
     unproven = {r.num_envs for r in rows if r.purpose is not Purpose.SEARCH
@@ -211,7 +212,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     for r in rows:
         if r.shared_run and r.num_envs in alone and r.status is Status.OK:
             continue  # the size's run alone speaks for it
-        reason = _reason(r, chosen, limit, best, objective, budget_bytes, edge, speed)
+        reason = _reason(r, chosen, limit, best, objective, budget_bytes, edge, speed, over)
         previous = reasons.get(r.num_envs)
         if previous is None or not (previous.startswith("recommended")
                                     or previous.startswith("fit once")):
@@ -224,6 +225,39 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
         confirmation = next((r for r in rows if r.num_envs == chosen.num_envs
                              and r.purpose is Purpose.CONFIRM and r.status is Status.OK), None)
     return Recommendation(chosen, objective, limit, reasons, best, notice, confirmation, speed)
+
+
+PROOF_RUNS = frozenset({Purpose.REPEAT, Purpose.CONFIRM})
+
+
+def boundary_edge(results: Iterable[TrialResult], limit_bytes: int | None) -> int | None:
+    """The smallest size past the boundary: one with a run past it (``past_boundary``), or one
+    whose search trial already peaked above the cap a proof run failed under
+    (``over_failed_proof``). None: nothing failed."""
+    rows = list(results)
+    over = over_failed_proof(rows, limit_bytes)
+    return min([*(r.num_envs for r in rows if past_boundary(r, limit_bytes)), *over], default=None)
+
+
+def over_failed_proof(results: Iterable[TrialResult], limit_bytes: int | None) -> dict[int, int]:
+    """Sizes whose own run (search trial or run alone) peaked above the cap of a failed proof
+    run held below the line (``sweep.proof_cap_bytes``: a CPU's proofs keep room for another
+    run's jitter), with that cap. A proof of them would be a longer run of a size whose short
+    run already went past its cap: it is not spent, and the size does not fit."""
+    rows = list(results)
+    caps = [r.cap_bytes for r in rows if r.purpose in PROOF_RUNS and r.cap_bytes is not None
+            and limit_bytes is not None and r.cap_bytes < limit_bytes
+            and past_boundary(r, limit_bytes)]
+    if not caps:
+        return {}
+    cap = min(caps)
+    over: dict[int, int] = {}
+    for r in rows:
+        figure = r.cap_figure_bytes
+        if (r.purpose not in PROOF_RUNS and r.status is Status.OK and not r.is_gpu
+                and figure is not None and figure > cap):
+            over[r.num_envs] = cap
+    return over
 
 
 def past_boundary(result: TrialResult, limit_bytes: int | None) -> bool:
@@ -277,7 +311,7 @@ def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
 
 def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best: float | None,
             objective: Objective, budget: int | None, edge: int | None = None,
-            speed: SpeedPick | None = None) -> str:
+            speed: SpeedPick | None = None, over: dict[int, int] | None = None) -> str:
     if chosen is not None and r is chosen:
         if objective is Objective.THROUGHPUT and speed is not None:
             return speed_words(speed, r.num_envs) or f"recommended ({objective})"
@@ -300,8 +334,13 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
             share = f"{figure / budget:.0%} of budget" if budget and figure else "over the limit"
             return f"over headroom ({share})"
     if edge is not None and r.num_envs >= edge:
-        return (f"fit once, but a run at {edge} envs failed" if r.num_envs > edge
-                else "fit once, failed on another run")
+        if r.num_envs > edge:
+            return f"fit once, but a run at {edge} envs failed"
+        cap = (over or {}).get(r.num_envs)
+        if cap is not None and r.purpose not in PROOF_RUNS:
+            return (f"fit its trial, but peaked above {format_bytes(cap)}, the cap a proof run "
+                    f"failed under: its own would fail")
+        return "fit once, failed on another run"
     if r.shared_run:
         return "fits; shared run: its steps/s are not comparable until it runs alone"
     if speed is not None and objective is Objective.THROUGHPUT:

@@ -625,7 +625,7 @@ def _kary_pick(open_: list[int], lo: int, hi: int, k: int) -> list[int]:
 
 
 def step_down_pick(trials: Sequence[Trial], space: Space, open_: list[int], lo: int,
-                   hi: int) -> int | None:
+                   hi: int, over_cap: float | None = None) -> int | None:
     """After a proof run failed at ``hi`` (its search trial fitted): the largest open size at
     least one refinement step below it, or None when none lies above ``lo`` (no size between
     them that one run could tell from ``hi``: ``lo`` is the one to prove).
@@ -638,8 +638,10 @@ def step_down_pick(trials: Sequence[Trial], space: Space, open_: list[int], lo: 
     1792, whose trial peaked 16 MiB under the cap). A wider margin says the long run grows
     past its trial (a leak, a late phase): bisection, as where peaks do not jitter
     (``resolve_sd`` None), the search trials give no model, or ``hi`` failed its own search
-    trial (the edge is not a jitter below a proof)."""
-    step = _jitter_step(trials, space, hi)
+    trial (the edge is not a jitter below a proof). ``over_cap``: ``hi`` ran no proof, but its
+    search trial peaked above this cap, which a proof run failed under (no proof of it is
+    spent): a jitter failure as well."""
+    step = _jitter_step(trials, space, hi, over_cap)
     if step is None:
         return bisect_pick(open_, lo, hi) if open_ else None
     below = [n for n in open_ if lo < n <= hi - step[1]]
@@ -654,10 +656,11 @@ def proof_failed_by_jitter(trials: Sequence[Trial], space: Space, n: int) -> boo
     return _jitter_step(trials, space, n) is not None
 
 
-def _jitter_step(trials: Sequence[Trial], space: Space, n: int) -> tuple[float, float, float] | None:
+def _jitter_step(trials: Sequence[Trial], space: Space, n: int,
+                 over_cap: float | None = None) -> tuple[float, float, float] | None:
     """The refinement step at n when n failed its proof by jitter (``proof_failed_by_jitter``),
-    else None."""
-    if not _only_proof_failed(trials, n, space.limit_bytes):
+    or peaked above ``over_cap`` (a failed proof's cap), else None."""
+    if over_cap is None and not _only_proof_failed(trials, n, space.limit_bytes):
         return None
     model = None
     if space.resolve_sd and not space.region_bytes:
@@ -667,6 +670,8 @@ def _jitter_step(trials: Sequence[Trial], space: Space, n: int) -> tuple[float, 
     peaks = [t.peak_bytes for t in trials if t.num_envs == n and not t.proof
              and t.status == OK and t.peak_bytes is not None]
     room = max((t.room_bytes for t in trials if t.num_envs == n and t.proof), default=0.0)
+    if over_cap is not None:
+        room = space.limit_bytes - over_cap
     if step is None or not peaks or space.limit_bytes - room - max(peaks) > step[0]:
         return None
     return step

@@ -57,8 +57,10 @@ from vramtune.tune.prior import PriorSource
 from vramtune.tune.recommend import (
     KNEE_TOLERANCE,
     RANKED,
+    boundary_edge,
     choose,
     fits,
+    over_failed_proof,
     past_boundary,
     size_rates,
 )
@@ -427,7 +429,7 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
     ``max-envs`` compares nothing: only the largest size must have run alone.
     """
     limit = config.limit_bytes
-    edge = min((r.num_envs for r in results if past_boundary(r, limit)), default=None)
+    edge = boundary_edge(results, limit)
     fitting = sorted({r.num_envs for r in results if r.status is Status.OK
                       and (edge is None or r.num_envs < edge)}, reverse=True)
     if not fitting:
@@ -595,8 +597,8 @@ def step_down(config: SweepConfig, results: Sequence[TrialResult]) -> StepDown |
                   if r.purpose in PROOFS and past_boundary(r, limit)), None)
     if first is None:
         return None
-    hi = min(r.num_envs for r in results if r.purpose in (Purpose.SEARCH, *PROOFS)
-             and past_boundary(r, limit))
+    hi = min([*(r.num_envs for r in results if r.purpose in (Purpose.SEARCH, *PROOFS)
+                and past_boundary(r, limit)), *over_failed_proof(results, limit)])
     fitted = [r.num_envs for r in results if r.purpose is Purpose.SEARCH
               and r.num_envs < hi and not past_boundary(r, limit) and fits(r, limit)]
     proven = max((r.num_envs for r in results if r.purpose in PROOFS and r.num_envs < hi
@@ -659,7 +661,7 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
             size = search.step_down_pick(
                 [as_trial(r, limit, uses_pool(results)) for r in results],
                 search_space(results, space),
-                open_, down.base, down.hi)
+                open_, down.base, down.hi, over_failed_proof(results, limit).get(down.hi))
     else:
         size = refinement_size(down.base, down.hi, space, taken)
     if size is None:

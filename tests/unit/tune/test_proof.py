@@ -11,7 +11,7 @@ import pytest
 
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune.planner import SearchMethod, Step, StepKind, candidates
-from vramtune.tune.recommend import Objective, choose
+from vramtune.tune.recommend import Objective, boundary_edge, choose, over_failed_proof
 from vramtune.tune.replay import Curve, outcome
 from vramtune.tune.sweep import (
     STEP_DOWN,
@@ -214,7 +214,7 @@ def test_a_step_down_searches_first_and_proves_only_its_pick():
     peak = lambda n: (1000 + 0.2 * n) * mib / GB  # noqa: E731  (GB of data segment)
     results = [r(128, data_gb=peak(128), cap=int(1.45 * GB)), r(2048, Status.OOM),
                r(1792, data_gb=peak(1792), cap=int(1.45 * GB)), r(1920, Status.OOM),
-               r(1792, Status.OOM, purpose=Purpose.CONFIRM)]
+               r(1792, Status.OOM, purpose=Purpose.CONFIRM, cap=int(1.45 * GB))]
     [step] = _steps(config, results)
     assert step.phase == "refining" and 1024 < step.num_envs < 1792, step
     assert "the largest size that fits is then proven" in step.reason
@@ -326,11 +326,12 @@ def test_a_confirming_run_is_capped_one_refinement_step_below_the_line():
     assert trial_request(free, results, step).cap_bytes is None
 
 
-def test_two_proofs_that_failed_by_jitter_step_down_instead_of_proving_every_size():
-    # 1.3 GB: 832 and 768 fitted their search trials within a jitter of the line and failed
-    # their proofs one refinement step below it. That is one run's jitter, not a long run
-    # that grows: the step-down goes one step below 768, and does not prove each size as it
-    # is searched (a bisection from 128 with a proof per size spent 6 more runs).
+def test_a_proof_that_failed_by_jitter_steps_down_past_sizes_already_over_its_cap():
+    # 1.3 GB: 832 and 768 fitted their search trials within a jitter of the line; 832 failed
+    # its proof one refinement step below it. That is one run's jitter, not a long run that
+    # grows: the step-down goes one step below 768 (whose own trial is over the cap), and
+    # does not prove each size as it is searched (a bisection from 128 with a proof per size
+    # spent 6 more runs).
     line = int(1.3 * GB * 0.9)
     config = SweepConfig(load_profile("quick"), int(1.3 * GB), 0.1, 128, 2048, None,
                          objective=Objective.MAX_ENVS)
@@ -340,14 +341,57 @@ def test_two_proofs_that_failed_by_jitter_step_down_instead_of_proving_every_siz
     [step] = _steps(config, results)
     assert (step.phase, step.num_envs) == ("confirming", 832)
     cap = trial_request(config, results, step).cap_bytes
+    assert 1_135e6 < cap < 1_145.8e6  # ~30 MB below the line: under 768's search peak
     results.append(r(832, Status.OOM, purpose=Purpose.CONFIRM, cap=cap))
-    [step] = _steps(config, results)  # nothing between 768 and 832: prove 768
-    assert (step.phase, step.num_envs) == ("confirming", 768)
-    results.append(r(768, Status.OOM, purpose=Purpose.CONFIRM,
-                     cap=trial_request(config, results, step).cap_bytes))
+    # 768's own trial peaked above the cap 832's proof failed under: a proof of it is not
+    # spent (one was, and failed, in that sweep), and the step-down starts below it
+    rec = choose(results, int(1.3 * GB), 0.1, Objective.MAX_ENVS)
+    assert rec.chosen.num_envs == 128 and "the cap a proof run failed under" in rec.reasons[768]
     [step] = _steps(config, results)
     assert step.phase == "refining" and 512 < step.num_envs < 768, step
     n = step.num_envs
     results.append(r(n, data_gb=1.10, cap=line))
     [step] = _steps(config, results)  # within a step of 768: prove it, no more searching
     assert (step.phase, step.num_envs) == ("confirming", n)
+
+
+def test_two_proofs_that_failed_by_jitter_step_down_instead_of_proving_every_size():
+    # Both proofs ran (768's trial sat under 832's proof cap, within one step of it) and both
+    # failed within a jitter of their caps: still one step down at a time, not a bisection
+    # from 128 that proves every size it searches.
+    line = int(1.3 * GB * 0.9)
+    config = SweepConfig(load_profile("quick"), int(1.3 * GB), 0.1, 128, 2048, None,
+                         objective=Objective.MAX_ENVS)
+    mb = {128: 1009.9, 768: 1130.0, 832: 1159.2}
+    results = [r(n, data_gb=v / 1000, cap=line) for n, v in mb.items()]
+    results.append(r(896, Status.OOM, cap=line))
+    for n in (832, 768):
+        [step] = _steps(config, results)
+        assert (step.phase, step.num_envs) == ("confirming", n)
+        results.append(r(n, Status.OOM, purpose=Purpose.CONFIRM,
+                         cap=trial_request(config, results, step).cap_bytes))
+    [step] = _steps(config, results)
+    assert step.phase == "refining" and 512 < step.num_envs < 768, step
+    n = step.num_envs
+    results.append(r(n, data_gb=1.10, cap=line))
+    [step] = _steps(config, results)  # within a step of 768: prove it, no more searching
+    assert (step.phase, step.num_envs) == ("confirming", n)
+
+
+def test_only_a_failed_proof_held_below_the_line_rules_out_sizes_over_its_cap():
+    line = int(1.3 * GB * 0.9)
+    base = [r(128, data_gb=1.00, cap=line), r(768, data_gb=1.145, cap=line),
+            r(832, data_gb=1.159, cap=line)]
+    held = r(832, Status.OOM, purpose=Purpose.CONFIRM, cap=line - 30_000_000)
+    assert over_failed_proof([*base, held], line) == {768: line - 30_000_000,
+                                                      832: line - 30_000_000}
+    assert boundary_edge([*base, held], line) == 768
+    # a proof at the line (a GPU's, or recorded before proofs kept room): nothing more
+    at_line = dataclasses.replace(held, cap_bytes=line)
+    assert over_failed_proof([*base, at_line], line) == {}
+    assert boundary_edge([*base, at_line], line) == 832
+    # a passing proof rules nothing out; nor does a GPU record's figure
+    passed = dataclasses.replace(held, status=Status.OK, steps_per_s=1000.0)
+    assert over_failed_proof([*base, passed], line) == {}
+    gpu = [dataclasses.replace(x, backend="gpu") for x in base]
+    assert over_failed_proof([*gpu, held], line) == {}
