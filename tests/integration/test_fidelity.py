@@ -30,7 +30,8 @@ def _sweep(tmp_path: Path, *args: str) -> tuple[dict, list[TrialResult]]:
     return json.loads(proc.stdout), list(load_run(run_dir).results)
 
 
-def searched_(results: list[TrialResult]) -> list[TrialResult]:
+def search_trials(results: list[TrialResult]) -> list[TrialResult]:
+    """The sweep's search trials (no proof runs, no runs alone)."""
     return [r for r in results if r.purpose is Purpose.SEARCH]
 
 
@@ -48,7 +49,7 @@ def confirmed(tmp_path_factory) -> tuple[Path, dict, list[TrialResult]]:
 
 
 @pytest.mark.slow
-def test_the_pick_is_confirmed_by_a_long_run_under_the_same_cap(confirmed):
+def test_the_pick_is_confirmed_by_a_long_run_held_below_the_line(confirmed):
     _, summary, results = confirmed
     chosen = summary["recommended"]
     assert chosen is not None and summary["confirmed"] is not None
@@ -59,14 +60,14 @@ def test_the_pick_is_confirmed_by_a_long_run_under_the_same_cap(confirmed):
     # confirming run one refinement step below that line: 2 sd of one run's peak, at least
     # 2 x the 1.5 % prior jitter of the size's own peak.
     line = int(3e9 * 0.9)
-    assert all(r.cap == f"RLIMIT_DATA={line}" and r.cap_bytes == line for r in searched_(results))
+    assert all(r.cap == f"RLIMIT_DATA={line}" and r.cap_bytes == line for r in search_trials(results))
     assert all(r.budget_bytes == int(3e9) for r in results)
     room = line - confirm[0].cap_bytes
-    peak = max(r.host_peak_data_bytes for r in searched_(results) if r.num_envs == chosen["num_envs"])
+    peak = max(r.host_peak_data_bytes for r in search_trials(results) if r.num_envs == chosen["num_envs"])
     assert 0.025 * peak < room < 0.1 * peak and confirm[0].cap == f"RLIMIT_DATA={line - room}"
     assert "below the" in summary["confirmed_line"]
     # The trial trained as the user does: evaluation on, memory steady, the capped figure kept.
-    searched = searched_(results)
+    searched = search_trials(results)
     assert all(r.evals and r.evals >= 1 and r.training_steps >= 5 for r in searched)
     assert all(r.host_peak_data_bytes and r.host_peak_data_bytes > r.host_peak_rss_bytes * 0.8
                for r in searched)

@@ -243,9 +243,10 @@ def sweep(
     standby: Annotated[bool, typer.Option(help="Start (and import) the next trial's process "
                                                "while the current one compiles.")] = True,
     confirm: Annotated[bool | None, typer.Option(
-        "--confirm/--no-confirm", help="Train the chosen config much longer under the same cap "
-                                       "before recommending it (default; on --resume, what the "
-                                       "run had); off: repeat the chosen size once instead.")
+        "--confirm/--no-confirm", help="Train the chosen config much longer (on a CPU, one "
+                                       "run's jitter below the line) before recommending it "
+                                       "(default; on --resume, what the run had); off: repeat "
+                                       "the chosen size once instead.")
     ] = None,
     confirm_steps: Annotated[int | None, typer.Option(
         "--confirm-steps", help="Training steps of the confirming run, exactly (default: up "

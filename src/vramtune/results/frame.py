@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from vramtune.records import Status, TrialResult
+from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import Run
 
 # Read first: what was run, what happened, how much memory, how fast.
@@ -153,8 +153,14 @@ def counted_records(results: Iterable[TrialResult]) -> tuple[TrialResult, ...]:
 
 def _memory_had(r: TrialResult) -> float:
     """What the cap held the trial to (budget x (1 - headroom) since trials run under the
-    headroom line), else its budget; uncapped is unlimited."""
+    headroom line), else its budget; uncapped is unlimited. A proof run (repeat or
+    confirmation) that failed speaks for its run's budget: on a CPU it is held below the line
+    on purpose (room for another run's jitter), and its failure says the size does not fit
+    that line, whatever the search trials beside it did under the line itself."""
     held = r.cap_bytes if r.cap_bytes is not None else r.budget_bytes
+    if (r.purpose in (Purpose.REPEAT, Purpose.CONFIRM) and r.status is not Status.OK
+            and held is not None and r.budget_bytes is not None):
+        held = max(held, r.budget_bytes)
     return float("inf") if held is None else held
 
 

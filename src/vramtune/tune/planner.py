@@ -17,7 +17,7 @@ results, in any order, give the same next sizes):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import islice
@@ -26,7 +26,7 @@ from vramtune.records import STOPPERS, Purpose, Status, TrialResult
 from vramtune.tune import search
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.pool import PoolModel
-from vramtune.tune.recommend import does_not_fit_words, past_boundary
+from vramtune.tune.recommend import does_not_fit_words, over_failed_proof, past_boundary
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile
 from vramtune.workload.rules import ScalingPolicy
@@ -42,7 +42,7 @@ class StepKind(StrEnum):
     REFINING = "refining"
     PREDICTING = "predicting"  # a size the memory model aimed at, or the proof of its edge
     ALONE = "alone"  # a fitting size run alone, for the steps/s the objective compares
-    REPEATING = "repeating"  # the chosen size once more, under the same cap
+    REPEATING = "repeating"  # the chosen size once more, under the proof's cap
     CONFIRMING = "confirming"  # the chosen config, trained much longer
     DONE = "done"
 
@@ -108,6 +108,11 @@ def doubling_sizes(space: SearchSpace) -> list[int]:
 
 def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
     by_size = {r.num_envs: r for r in results}
+    over = over_failed_proof(results, space.limit_bytes)
+
+    def past(r: TrialResult) -> bool:
+        return past_boundary(r, space.limit_bytes) or r.num_envs in over
+
     if space.start > space.max_envs:
         return Step(StepKind.DONE, None, f"start {space.start} is above the maximum {space.max_envs}")
     ladder = doubling_sizes(space)
@@ -125,7 +130,7 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
             return Step(StepKind.DONE, None, f"stopped: num_envs={size} ended in {result.status} "
                                           f"({_last_line(result.error_message)}); that is not a "
                                           f"memory limit, fix the workload first")
-        if past_boundary(result, space.limit_bytes):
+        if past(result):
             first_fail = size
             break
         last_fit = size
@@ -133,15 +138,15 @@ def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
         return Step(StepKind.DONE, None, f"no failure up to the maximum {ladder[-1]} envs: the "
                                       f"memory limit lies above it (raise --max-envs to look)")
     if last_fit is None:
-        why = _failure_words(by_size[first_fail], space.limit_bytes)
+        why = _failure_words(by_size[first_fail], space.limit_bytes, over)
         return Step(StepKind.DONE, None, does_not_fit_words(results, first_fail, why))
     # StepKind 2: bisect between the last fit and the first failure, refine trials at most.
     refined = [r for r in results if last_fit < r.num_envs < first_fail]
     # hi first: a size that fitted its search trial and then failed its proof run is a
     # failure, and the largest fit is taken below it
-    hi = min([first_fail, *(r.num_envs for r in refined if past_boundary(r, space.limit_bytes))])
+    hi = min([first_fail, *(r.num_envs for r in refined if past(r))])
     lo = max([last_fit, *(r.num_envs for r in refined if r.status is Status.OK
-                          and r.num_envs < hi and not past_boundary(r, space.limit_bytes))])
+                          and r.num_envs < hi and not past(r))])
     # The budget counts search trials below the lowest failed proof run: one that failed
     # its confirmation opens a new interval below it, with the budget afresh.
     proof_fail = min((r.num_envs for r in results if r.purpose is not Purpose.SEARCH),
@@ -236,8 +241,12 @@ def _last_line(text: str | None) -> str:
     return lines[-1][:160] if lines else "no message"
 
 
-def _failure_words(result: TrialResult, limit_bytes: int | None) -> str:
+def _failure_words(result: TrialResult, limit_bytes: int | None,
+                   over: Mapping[int, int] | None = None) -> str:
     if result.status is Status.OK:
+        cap = (over or {}).get(result.num_envs)
+        if cap is not None:
+            return f"its peak is over {format_bytes(cap)}, the cap a proof run failed under"
         return "its peak is over budget minus headroom"
     return {Status.OOM: "out of memory", Status.TIMEOUT: "timed out",
             Status.CRASH: "crashed"}.get(result.status, str(result.status))
@@ -313,12 +322,14 @@ def model_limit_bytes(results: Sequence[TrialResult], limit_bytes: int) -> int:
     return min([limit_bytes, *reported])
 
 
-def as_trial(result: TrialResult, limit_bytes: int | None, pool: bool = False) -> search.Trial:
+def as_trial(result: TrialResult, limit_bytes: int | None, pool: bool = False, *,
+             ruled_out: bool = False) -> search.Trial:
     """The search's view of a record; ``pool`` (``uses_pool``): the figure is the allocator's
-    pool, with the live peak beside it."""
+    pool, with the live peak beside it; ``ruled_out``: the size is past the boundary by a
+    failed proof's cap (``recommend.over_failed_proof``), a failure to the search."""
     shape = (result.batch_size, result.num_minibatches, result.unroll_length)
     # the recommender's rule (an ok trial under a cap no larger than the line proved it)
-    over = result.status is Status.OK and past_boundary(result, limit_bytes)
+    over = result.status is Status.OK and (past_boundary(result, limit_bytes) or ruled_out)
     figure = model_figure_bytes(result)
     live = None
     if pool and result.jax_peak_pool_bytes is not None:
@@ -371,7 +382,8 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -
                                        f"satisfies Brax's batch rules for this profile")]
     sp = search_space(results, space, grid)
     pool = uses_pool(results)
-    trials = [as_trial(r, space.limit_bytes, pool) for r in results]
+    over = over_failed_proof(results, space.limit_bytes)
+    trials = [as_trial(r, space.limit_bytes, pool, ruled_out=r.num_envs in over) for r in results]
     stopper = next((r for r in results if r.status in STOPPERS), None)
     if stopper is not None:  # the message says why, as plan() does
         return [Step(StepKind.DONE, None, f"stopped: num_envs={stopper.num_envs} ended in "
@@ -381,7 +393,7 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -
     if proposal.done:
         if proposal.fits is None and proposal.fails is not None:  # nothing fitted
             last = next((r for r in reversed(results) if r.num_envs == proposal.fails), None)
-            why = "failed" if last is None else _failure_words(last, space.limit_bytes)
+            why = "failed" if last is None else _failure_words(last, space.limit_bytes, over)
             return [Step(StepKind.DONE, None, does_not_fit_words(results, proposal.fails, why))]
         return [Step(StepKind.DONE, None, _done_words(proposal.reason))]
     phase = _PHASES.get(proposal.phase, StepKind.REFINING)

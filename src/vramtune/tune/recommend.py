@@ -7,7 +7,7 @@ A size that was not run is never recommended: Lightning's BatchSizeFinder users 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from vramtune.fmt import rate as fmt_rate
@@ -95,10 +95,11 @@ class Recommendation:
             return None
         peak = c.cap_figure_bytes if c.cap_figure_bytes is not None else c.peak_bytes
         what = c.cap_figure_words
-        room = ""
-        if self.limit_bytes is not None and c.cap_bytes is not None and c.cap_bytes < self.limit_bytes:
+        room = ""  # a CPU's proof is held below its line (its budget here may be another)
+        if (self.limit_bytes is not None and c.cap_bytes is not None and not c.is_gpu
+                and c.cap_bytes < self.limit_bytes):
             room = (f", {format_bytes(self.limit_bytes - c.cap_bytes)} below the "
-                    f"{format_bytes(self.limit_bytes)} line (room for another run's jitter)")
+                    f"{format_bytes(self.limit_bytes)} line")
         return (f"confirmed: {c.training_steps} training steps, peak "
                 f"{format_bytes(peak)} {c.memory_label}{' ' + what if what else ''}"
                 f" under {c.cap or 'no cap'}{room}")
@@ -173,8 +174,8 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     # A size fits only if every run of it fit: one failure (on repeat, or in the long
     # confirming run) moves the boundary below it, and memory grows with num_envs, so every
     # larger size is past the boundary too, whatever it did once.
-    edge = boundary_edge(rows, limit)
     over = over_failed_proof(rows, limit)
+    edge = boundary_edge(rows, limit, over)
     # A proof run (repeat or confirmation) that ended in an error proves nothing: its size
     # stays unproven (the next smaller one is proven instead), the boundary stays put.
     unproven = {r.num_envs for r in rows if r.purpose is not Purpose.SEARCH
@@ -230,32 +231,37 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
 PROOF_RUNS = frozenset({Purpose.REPEAT, Purpose.CONFIRM})
 
 
-def boundary_edge(results: Iterable[TrialResult], limit_bytes: int | None) -> int | None:
+def boundary_edge(results: Iterable[TrialResult], limit_bytes: int | None,
+                  over: Mapping[int, int] | None = None) -> int | None:
     """The smallest size past the boundary: one with a run past it (``past_boundary``), or one
     whose search trial already peaked above the cap a proof run failed under
-    (``over_failed_proof``). None: nothing failed."""
+    (``over_failed_proof``, or ``over`` when the caller has it). None: nothing failed."""
     rows = list(results)
-    over = over_failed_proof(rows, limit_bytes)
+    if over is None:
+        over = over_failed_proof(rows, limit_bytes)
     return min([*(r.num_envs for r in rows if past_boundary(r, limit_bytes)), *over], default=None)
 
 
 def over_failed_proof(results: Iterable[TrialResult], limit_bytes: int | None) -> dict[int, int]:
-    """Sizes whose own run (search trial or run alone) peaked above the cap of a failed proof
-    run held below the line (``sweep.proof_cap_bytes``: a CPU's proofs keep room for another
-    run's jitter), with that cap. A proof of them would be a longer run of a size whose short
-    run already went past its cap: it is not spent, and the size does not fit."""
+    """Sizes whose own run (search trial or run alone) peaked above the cap of a proof run
+    that ran out of memory held below the line (``sweep.proof_cap_bytes``: a CPU's proofs
+    keep room for another run's jitter), with that cap. A proof of them would be a longer run
+    of a size whose short run already went past such a cap: it is not spent, and the size
+    does not fit. The largest such cap counts (rooms differ by size); a size with a proof run
+    of its own is judged by it."""
     rows = list(results)
-    caps = [r.cap_bytes for r in rows if r.purpose in PROOF_RUNS and r.cap_bytes is not None
-            and limit_bytes is not None and r.cap_bytes < limit_bytes
-            and past_boundary(r, limit_bytes)]
+    caps = [r.cap_bytes for r in rows if r.purpose in PROOF_RUNS and r.status is Status.OOM
+            and r.cap_bytes is not None and limit_bytes is not None
+            and r.cap_bytes < limit_bytes and not r.is_gpu]
     if not caps:
         return {}
-    cap = min(caps)
+    cap = max(caps)
+    proven = {r.num_envs for r in rows if r.purpose in PROOF_RUNS}
     over: dict[int, int] = {}
     for r in rows:
         figure = r.cap_figure_bytes
         if (r.purpose not in PROOF_RUNS and r.status is Status.OK and not r.is_gpu
-                and figure is not None and figure > cap):
+                and figure is not None and figure > cap and r.num_envs not in proven):
             over[r.num_envs] = cap
     return over
 
@@ -334,12 +340,14 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
             share = f"{figure / budget:.0%} of budget" if budget and figure else "over the limit"
             return f"over headroom ({share})"
     if edge is not None and r.num_envs >= edge:
-        if r.num_envs > edge:
-            return f"fit once, but a run at {edge} envs failed"
         cap = (over or {}).get(r.num_envs)
         if cap is not None and r.purpose not in PROOF_RUNS:
             return (f"fit its trial, but peaked above {format_bytes(cap)}, the cap a proof run "
-                    f"failed under: its own would fail")
+                    f"ran out of memory under: its own would fail")
+        if r.num_envs > edge:
+            if edge in (over or {}):
+                return f"fit once, but {edge} envs is past the boundary"
+            return f"fit once, but a run at {edge} envs failed"
         return "fit once, failed on another run"
     if r.shared_run:
         return "fits; shared run: its steps/s are not comparable until it runs alone"
@@ -387,6 +395,12 @@ def _nothing_fits(rows: list[TrialResult], limit: int | None) -> str:
     if not rows:
         return "no trials were measured"
     smallest = rows[0]
+    cap = over_failed_proof(rows, limit).get(smallest.num_envs)
+    if cap is not None:
+        return (f"{smallest.num_envs} envs fitted its search trial but peaked above "
+                f"{format_bytes(cap)}, the cap a larger size's proof run ran out of memory "
+                f"under, and no size below {smallest.num_envs} was measured: try a smaller "
+                f"--start (e.g. --start {max(1, smallest.num_envs // 2)}) or a larger budget")
     if any(r.num_envs == smallest.num_envs and r.purpose is not Purpose.SEARCH
            and r.status is not Status.OK for r in rows):
         return does_not_fit_words(rows, smallest.num_envs, str(smallest.status))

@@ -398,8 +398,8 @@ def proof_room_bytes(trials: Sequence[Trial], space: Space, n: int) -> float | N
 
 def _jitter_model(trials: Sequence[Trial], space: Space) -> mm.Model | None:
     """The search trials' model that sizes a refinement step after the search: with the slope
-    prior unless the trials contradict it (as the search's own model), so that a few jittery
-    peaks over a narrow span do not read as a flat slope and a step of hundreds of envs."""
+    prior unless the trials contradict it (``model.misses``), so that a few jittery peaks over
+    a narrow span do not read as a flat slope and a step of hundreds of envs."""
     searched = [t for t in trials if not t.proof]
     pts = _points(searched)
     if space.prior is not None:

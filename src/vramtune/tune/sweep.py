@@ -56,6 +56,7 @@ from vramtune.tune.planner import (
 from vramtune.tune.prior import PriorSource
 from vramtune.tune.recommend import (
     KNEE_TOLERANCE,
+    PROOF_RUNS,
     RANKED,
     boundary_edge,
     choose,
@@ -355,35 +356,40 @@ def _settled_steps(r: TrialResult) -> int:
             else r.training_steps or 0)
 
 
-def proof_cap_bytes(config: SweepConfig, results: Sequence[TrialResult], n: int) -> int | None:
+def proof_cap_bytes(config: SweepConfig, results: Sequence[TrialResult], n: int,
+                    space: SearchSpace | None = None) -> int | None:
     """The cap a proof run (repeat or confirmation) of size n runs under: the line less one
     refinement step where peaks jitter run to run (``search.proof_room_bytes``: a proof that
     passes with less room is a coin flip for the user's next run), the line itself on a GPU's
-    pool; None without a budget."""
+    pool; None without a budget. ``space``: the sweep's, with the slope prior its probe found
+    (default the config's, without it)."""
     limit = config.limit_bytes
     if limit is None:
         return None
     room = search.proof_room_bytes([as_trial(r, limit, uses_pool(results)) for r in results],
-                                   search_space(results, config.space()), n)
+                                   search_space(results, space or config.space()), n)
     if room is None or not room > 0:
         return limit
     return max(1, limit - min(int(room), limit // 2))  # bounded: a wild model leaves half
 
 
 def _room_words(config: SweepConfig, cap: int | None) -> str:
+    """', capped at X: Y below the Z line, ...' for a proof held below the line; '' at it."""
     limit = config.limit_bytes
     if cap is None or limit is None or cap >= limit:
         return ""
-    return (f", capped at {format_bytes(cap)}: {format_bytes(limit - cap)} (one refinement "
-            f"step) below the {format_bytes(limit)} line, room for another run's jitter")
+    return (f", capped at {format_bytes(cap)}: {format_bytes(limit - cap)} below the "
+            f"{format_bytes(limit)} line, room for another run's jitter")
 
 
-def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | None:
+def edge_step(config: SweepConfig, results: Sequence[TrialResult],
+              space: SearchSpace | None = None) -> Step | None:
     """After the search: prove the chosen size, or None when it is proven.
 
     A size counts as fitting only if it fits again. With confirmation on, the second run is
-    the long confirming one (the same cap, ``confirm_steps`` training steps, evaluation as
-    the profile has it); without it, a plain repeat. A failure moves the boundary below that
+    the long confirming one (``confirm_steps`` training steps, evaluation as the profile has
+    it); without it, a plain repeat. Either runs under ``proof_cap_bytes``: on a CPU the line
+    less one refinement step, at the line on a GPU. A failure moves the boundary below that
     size (``recommend.choose``), and the next smaller fitting size is proven in turn.
     """
     rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective,
@@ -395,15 +401,16 @@ def edge_step(config: SweepConfig, results: Sequence[TrialResult]) -> Step | Non
     if config.confirm:
         if any(r.purpose is Purpose.CONFIRM for r in same):
             return None
-        return confirming_step(config, results, n)
+        return confirming_step(config, results, n, space=space)
     if any(r.purpose is Purpose.REPEAT for r in same):
         return None  # proven (or not: choose() then moved on); one repeat per size
+    room = _room_words(config, proof_cap_bytes(config, results, n, space))
     return Step(StepKind.REPEATING, n, f"repeating {n} envs: a size fits only if it fits "
-                                       f"again{_room_words(config, proof_cap_bytes(config, results, n))}")
+                                       f"again{room}")
 
 
 def confirming_step(config: SweepConfig, results: Sequence[TrialResult], n: int,
-                    where: str = "") -> Step:
+                    where: str = "", space: SearchSpace | None = None) -> Step:
     """The confirming run of size n, and what it will cover."""
     basis = _proof_basis(results, n)
     steps = confirm_steps(config, basis)
@@ -413,7 +420,7 @@ def confirming_step(config: SweepConfig, results: Sequence[TrialResult], n: int,
     length = (f"{steps} training steps" if floor is None or floor >= steps else
               f"{floor}-{steps} training steps (ending once memory has held over the latter "
               f"half of the run, {CONFIRM_MIN_EVALS}+ evaluations in)")
-    room = _room_words(config, proof_cap_bytes(config, results, n))
+    room = _room_words(config, proof_cap_bytes(config, results, n, space))
     return Step(StepKind.CONFIRMING, n, f"confirming {n} envs: {length}, evaluation as in "
                                      f"training{room}{f' ({where})' if where else ''}")
 
@@ -552,7 +559,7 @@ def _clearly_slower(r: TrialResult, best: TrialResult, objective: Objective,
 
 
 STEP_DOWN = 3  # sizes searched below a failed proof run, at most
-PROOFS = (Purpose.REPEAT, Purpose.CONFIRM)
+PROOFS = PROOF_RUNS
 
 
 def step_down_budget(refine: int | None) -> int:
@@ -648,7 +655,7 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
             n = max(pending)
             where = down.words(down.measured.index(n) + 1)
             if config.confirm:
-                return [confirming_step(config, results, n, where)]
+                return [confirming_step(config, results, n, where, space)]
             return [Step(StepKind.REPEATING, n, f"repeating {n} envs ({where})")]
     if down.left <= 0:
         return []
@@ -687,7 +694,7 @@ def next_steps(config: SweepConfig, results: Sequence[TrialResult], space: Searc
     alone = alone_steps(config, results, space)
     if alone:
         return alone
-    proof = edge_step(config, results)
+    proof = edge_step(config, results, space)
     return [proof] if proof is not None and proof.num_envs is not None else []
 
 
@@ -724,13 +731,14 @@ def search_inputs(results: Sequence[TrialResult], space: SearchSpace) -> list[Tr
     return searched + failed_proofs
 
 
-def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Step) -> TrialRequest:
+def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Step,
+                  space: SearchSpace | None = None) -> TrialRequest:
     """The request for a planned step: a search trial, a repeat, or the long confirming run."""
     assert step.num_envs is not None
     purpose, steps, floor, timeout_s = Purpose.SEARCH, None, None, config.timeout_s
     cap = config.limit_bytes
     if step.phase in (StepKind.CONFIRMING, StepKind.REPEATING):
-        cap = proof_cap_bytes(config, results, step.num_envs)
+        cap = proof_cap_bytes(config, results, step.num_envs, space)
     if step.phase is StepKind.ALONE:
         purpose = Purpose.ALONE
     elif step.phase is StepKind.CONFIRMING:
@@ -792,7 +800,7 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
                 index = len(state.results) + len(requests) + 1
                 if on_event:
                     on_event(TrialStarted(index, step.num_envs, str(step.phase), step.reason))
-                requests.append(trial_request(config, state.results, step))
+                requests.append(trial_request(config, state.results, step, space))
             by_size = {(r.num_envs, r.purpose): s for r, s in zip(requests, steps, strict=True)}
             round_started = time.perf_counter()
             for result in executor.run_batch(requests, on_event):

@@ -9,8 +9,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vramtune.records import Status, TrialResult
-from vramtune.results.frame import COLUMNS, one_per_size, runs_frame, to_python, trials_frame
+from vramtune.records import Purpose, Status, TrialResult
+from vramtune.results.frame import (
+    COLUMNS,
+    counted_records,
+    one_per_size,
+    runs_frame,
+    to_python,
+    trials_frame,
+)
 from vramtune.results.store import Run, RunHeader
 
 MiB = 2**20
@@ -149,3 +156,18 @@ def test_purpose_and_new_record_fields_are_columns():
     frame = trials_frame([trial(64)])
     assert frame.loc[0, "purpose"] == "search" and frame["purpose"].dtype == "string"
     assert frame["memory_steady"].dtype == "boolean" and frame.loc[0, "memory_steady"] is pd.NA
+
+
+def test_a_proof_held_below_the_line_that_failed_stands_for_its_size():
+    # A CPU proof runs under the line less room for another run's jitter: a smaller cap than
+    # its own search trial's, on purpose. Its failure says the size does not fit that line,
+    # so emit-config and compare must not recommend the size from its search trial.
+    line = int(0.9 * GB)
+    searched = replace(trial(832, 880 * MiB), cap_bytes=line)
+    proof = replace(trial(832, None, None, status=Status.OOM), cap_bytes=line - 30_000_000,
+                    purpose=Purpose.CONFIRM)
+    assert one_per_size([searched, proof]) == (proof,)
+    assert counted_records([searched, proof]) == (searched, proof)
+    # a proof from a smaller budget still says nothing about a larger one's trials
+    large = replace(trial(832, 880 * MiB, budget=2 * GB), cap_bytes=int(1.8 * GB))
+    assert one_per_size([proof, large]) == (large,)

@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 
 from vramtune.records import Purpose, Status, TrialResult
+from vramtune.tune.model import SlopePrior
 from vramtune.tune.planner import SearchMethod, Step, StepKind, candidates
 from vramtune.tune.recommend import Objective, boundary_edge, choose, over_failed_proof
 from vramtune.tune.replay import Curve, outcome
@@ -22,6 +23,7 @@ from vramtune.tune.sweep import (
     search_outcome,
     trial_request,
 )
+from vramtune.units import format_bytes
 from vramtune.workload.profile import load_profile
 
 GB = 10**9
@@ -346,7 +348,7 @@ def test_a_proof_that_failed_by_jitter_steps_down_past_sizes_already_over_its_ca
     # 768's own trial peaked above the cap 832's proof failed under: a proof of it is not
     # spent (one was, and failed, in that sweep), and the step-down starts below it
     rec = choose(results, int(1.3 * GB), 0.1, Objective.MAX_ENVS)
-    assert rec.chosen.num_envs == 128 and "the cap a proof run failed under" in rec.reasons[768]
+    assert rec.chosen.num_envs == 128 and "the cap a proof run ran out of memory under" in rec.reasons[768]
     [step] = _steps(config, results)
     assert step.phase == "refining" and 512 < step.num_envs < 768, step
     n = step.num_envs
@@ -383,8 +385,8 @@ def test_only_a_failed_proof_held_below_the_line_rules_out_sizes_over_its_cap():
     base = [r(128, data_gb=1.00, cap=line), r(768, data_gb=1.145, cap=line),
             r(832, data_gb=1.159, cap=line)]
     held = r(832, Status.OOM, purpose=Purpose.CONFIRM, cap=line - 30_000_000)
-    assert over_failed_proof([*base, held], line) == {768: line - 30_000_000,
-                                                      832: line - 30_000_000}
+    # 768's trial peaked above it; 832 is judged by its own proof
+    assert over_failed_proof([*base, held], line) == {768: line - 30_000_000}
     assert boundary_edge([*base, held], line) == 768
     # a proof at the line (a GPU's, or recorded before proofs kept room): nothing more
     at_line = dataclasses.replace(held, cap_bytes=line)
@@ -395,3 +397,72 @@ def test_only_a_failed_proof_held_below_the_line_rules_out_sizes_over_its_cap():
     assert over_failed_proof([*base, passed], line) == {}
     gpu = [dataclasses.replace(x, backend="gpu") for x in base]
     assert over_failed_proof([*gpu, held], line) == {}
+
+
+@pytest.mark.parametrize("search", [SearchMethod.PREDICTIVE, SearchMethod.BISECT])
+def test_a_start_ruled_out_by_a_failed_proof_ends_the_sweep_with_a_smaller_start_to_try(search):
+    # --start 768: 768 fitted its trial at 1,145.8 MB, 1024 fitted at 1,159.2 and ran out
+    # of memory in its proof held ~30 MB below the 1,170 MB line. 768 is over that cap: no
+    # size is left to search above it, nor to recommend, and the notice says why.
+    line = int(1.3 * GB * 0.9)
+    config = SweepConfig(load_profile("quick"), int(1.3 * GB), 0.1, 768, 2048, None,
+                         objective=Objective.MAX_ENVS, search=search)
+    results = [r(768, data_gb=1.1458, cap=line), r(1024, data_gb=1.1592, cap=line),
+               r(1152, Status.OOM, cap=line),
+               r(1024, Status.OOM, purpose=Purpose.CONFIRM, cap=line - 30_000_000)]
+    assert _steps(config, results) == []
+    rec = choose(results, int(1.3 * GB), 0.1, Objective.MAX_ENVS)
+    assert rec.chosen is None and "--start 384" in rec.notice, rec.notice
+    assert "peaked above" in rec.notice
+    words = search_outcome(results, config.space(), 1, config).reason
+    assert "768" in words and "--start" in words, words
+
+
+def test_a_resumed_run_with_proofs_at_the_line_reads_as_before():
+    # Records from before proofs kept room: a proof at the line rules nothing else out, and
+    # the step-down after it works as it did.
+    line = int(1.3 * GB * 0.9)
+    config = SweepConfig(load_profile("quick"), int(1.3 * GB), 0.1, 128, 2048, None,
+                         objective=Objective.MAX_ENVS)
+    results = [r(128, data_gb=1.01, cap=line), r(768, data_gb=1.1458, cap=line),
+               r(832, data_gb=1.1592, cap=line), r(896, Status.OOM, cap=line),
+               r(832, Status.OOM, purpose=Purpose.CONFIRM, cap=line)]
+    assert boundary_edge(results, line) == 832
+    [step] = _steps(config, results)
+    assert (step.phase, step.num_envs) == ("confirming", 768)  # nothing open between
+    assert trial_request(config, results, step).cap_bytes < line  # this proof keeps room
+
+
+def test_the_proof_cap_uses_the_sweep_s_slope_prior_and_holds_repeats_too():
+    # the sweep plans with the prior its probe found: the proof's room is the step-down's
+    # step, from the same model (the config's space has no prior)
+    config = SweepConfig(load_profile("quick"), int(1.1 * GB), 0.0, 128, 4096, None,
+                         objective=Objective.MAX_ENVS, confirm=False)
+    line = int(1.1 * GB)
+    results = [r(128, data_gb=1.0342, cap=line), r(416, data_gb=1.0531, cap=line),
+               r(480, data_gb=1.0718, cap=line), r(576, Status.OOM, cap=line)]
+    prior = dataclasses.replace(config.space(), prior=SlopePrior(0.237 * 2**20))
+    [step] = next_steps(config, results, prior)
+    assert (step.phase, step.num_envs) == ("repeating", 480) and "below the" in step.reason
+    flat = trial_request(config, results, step).cap_bytes
+    held = trial_request(config, results, step, prior).cap_bytes
+    assert flat < line and held < line and held != flat
+    assert _room(held, line) in step.reason
+
+
+def _room(cap: int, line: int) -> str:
+    return format_bytes(line - cap)
+
+
+def test_a_gpu_proof_runs_at_the_line():
+    # a GPU's pool grows in whole regions and does not jitter: no room
+    config = SweepConfig(load_profile("quick"), 2 * GB, 0.0, 256, 4096, None,
+                         objective=Objective.MAX_ENVS)
+    gpu = [dataclasses.replace(r(n, cap=2 * GB, data_gb=0.0), backend="gpu",
+                               host_peak_data_bytes=None, jax_peak_pool_bytes=pool * 2**20,
+                               jax_peak_bytes_in_use=pool * 2**20 - 10 * 2**20)
+           for n, pool in ((256, 258), (1024, 526), (1536, 782))]
+    gpu.append(dataclasses.replace(r(2048, Status.OOM, cap=2 * GB), backend="gpu"))
+    step = confirming_step(config, gpu, 1536)
+    assert trial_request(config, gpu, step).cap_bytes == 2 * GB
+    assert "below the" not in step.reason
