@@ -220,7 +220,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
             reasons[r.num_envs] = reason  # per size: the recommendation or a failure wins
     notice = None
     if chosen is None:
-        notice = _nothing_fits(rows, limit)
+        notice = _nothing_fits(rows, limit, over)
     confirmation = None
     if chosen is not None:
         confirmation = next((r for r in rows if r.num_envs == chosen.num_envs
@@ -391,11 +391,11 @@ def does_not_fit_words(results: Iterable[TrialResult], num_envs: int, why: str) 
             f"--start, a larger budget, smaller networks or a shorter unroll_length")
 
 
-def _nothing_fits(rows: list[TrialResult], limit: int | None) -> str:
+def _nothing_fits(rows: list[TrialResult], limit: int | None, over: Mapping[int, int]) -> str:
     if not rows:
         return "no trials were measured"
     smallest = rows[0]
-    cap = over_failed_proof(rows, limit).get(smallest.num_envs)
+    cap = over.get(smallest.num_envs)
     if cap is not None:
         return (f"{smallest.num_envs} envs fitted its search trial but peaked above "
                 f"{format_bytes(cap)}, the cap a larger size's proof run ran out of memory "

@@ -559,7 +559,6 @@ def _clearly_slower(r: TrialResult, best: TrialResult, objective: Objective,
 
 
 STEP_DOWN = 3  # sizes searched below a failed proof run, at most
-PROOFS = PROOF_RUNS
 
 
 def step_down_budget(refine: int | None) -> int:
@@ -601,14 +600,14 @@ def step_down(config: SweepConfig, results: Sequence[TrialResult]) -> StepDown |
     (then the search alone plans, and says why nothing fits)."""
     limit = config.limit_bytes
     first = next((i for i, r in enumerate(results)
-                  if r.purpose in PROOFS and past_boundary(r, limit)), None)
+                  if r.purpose in PROOF_RUNS and past_boundary(r, limit)), None)
     if first is None:
         return None
-    hi = min([*(r.num_envs for r in results if r.purpose in (Purpose.SEARCH, *PROOFS)
+    hi = min([*(r.num_envs for r in results if r.purpose in (Purpose.SEARCH, *PROOF_RUNS)
                 and past_boundary(r, limit)), *over_failed_proof(results, limit)])
     fitted = [r.num_envs for r in results if r.purpose is Purpose.SEARCH
               and r.num_envs < hi and not past_boundary(r, limit) and fits(r, limit)]
-    proven = max((r.num_envs for r in results if r.purpose in PROOFS and r.num_envs < hi
+    proven = max((r.num_envs for r in results if r.purpose in PROOF_RUNS and r.num_envs < hi
                   and fits(r, limit) and r.status is Status.OK), default=None)
     if not fitted and proven is None:
         return None
@@ -635,19 +634,18 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
     if down is None:
         return None
     limit = config.limit_bytes
-    failed = {r.num_envs for r in results if r.purpose in PROOFS and past_boundary(r, limit)}
-    eager = False
-    if len(failed) > 1:
-        trials = [as_trial(r, limit, uses_pool(results)) for r in results]
-        sspace = search_space(results, space)
-        eager = not all(search.proof_failed_by_jitter(trials, sspace, n) for n in failed)
+    failed = {r.num_envs for r in results if r.purpose in PROOF_RUNS and past_boundary(r, limit)}
+    trials = [as_trial(r, limit, uses_pool(results)) for r in results]
+    sspace = search_space(results, space)
+    eager = len(failed) > 1 and not all(search.proof_failed_by_jitter(trials, sspace, n)
+                                        for n in failed)
     if eager:
         # Two proofs failed, one of them past what one run's jitter does: a long run peaks
         # well above its search trial, so a search fit says little about the proof. Prove
         # each size as it is searched, so that the bisection's base is a proven size and not
         # a fit the next proof would undo. (Proofs that each failed within a jitter of their
         # cap step down one refinement step at a time instead.)
-        proofs = {r.num_envs for r in results if r.purpose in PROOFS}
+        proofs = {r.num_envs for r in results if r.purpose in PROOF_RUNS}
         pending = [n for n in down.measured if down.base <= n < down.hi and n not in proofs
                    and any(r.num_envs == n and r.purpose is Purpose.SEARCH and fits(r, limit)
                            and not past_boundary(r, limit) for r in results)]
@@ -665,10 +663,8 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
         if eager or not open_:
             size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
         else:  # one failed proof: the long run's edge is about one run's jitter below it
-            size = search.step_down_pick(
-                [as_trial(r, limit, uses_pool(results)) for r in results],
-                search_space(results, space),
-                open_, down.base, down.hi, over_failed_proof(results, limit).get(down.hi))
+            size = search.step_down_pick(trials, sspace, open_, down.base, down.hi,
+                                         over_failed_proof(results, limit).get(down.hi))
     else:
         size = refinement_size(down.base, down.hi, space, taken)
     if size is None:
