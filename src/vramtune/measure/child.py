@@ -330,6 +330,15 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             # Evaluate about ten times over the run, as a user's num_evals would, not after
             # every training step: the memory is the same, the time is not.
             steps_per_epoch = max(1, -(-int(fixed_steps) // CONFIRM_EVALS))
+        # brax trains num_resets_per_eval epochs (a reset of every env after each) between two
+        # progress calls, each of ceil(steps / resets) training steps, and its training/sps
+        # counts all of them over the last epoch's time (Playground's dm_control configs set
+        # 10): a progress call covers a whole multiple of the resets, and the training-only
+        # rate is brax's divided by them (a 128-env CartpoleBalance read 10x its speed, and
+        # its trial never closed a speed interval until training ran out, 54 s).
+        resets = max(int(kwargs.get("num_resets_per_eval") or 0), 1)
+        steps_per_epoch = resets * -(-steps_per_epoch // resets)
+        if fixed_steps:
             epochs = -(-int(fixed_steps) // steps_per_epoch)
         else:
             # Enough epochs for max_intervals intervals of a few epochs each; the trial stops
@@ -393,7 +402,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             if len(marks) <= 1 + measure.warmup_intervals:
                 return
             # brax's rate excludes evaluation; without it, the wall time since the last call
-            seconds = (env_steps_per_epoch / sps if sps else now - marks[-2][0])
+            seconds = (env_steps_per_epoch * resets / sps if sps else now - marks[-2][0])
             speed.add(env_steps_per_epoch, seconds)
             if fixed_steps:
                 if state["steps"] >= int(fixed_steps) or confirmed_early():
