@@ -29,8 +29,9 @@ def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path, quick_sh
     # would move the CPU boundary depending on what ran before. 2048 envs never fit in 1.3 GB.
     # --search bisect: doubling, then bisection (tests/integration/test_search.py
     # sweeps with the predictive default). --confirm-steps 10: the long confirming run is
-    # tested in test_fidelity; here it only has to happen, at the recommended size.
-    proc = run_cli("sweep", "--profile", quick_short, "--start", "256", "--max-envs", "2048",
+    # tested in test_fidelity; here it only has to happen, at the recommended size. --start
+    # 512: one doubling to the failure (every trial here compiles cold, ~25 s on 2 cores).
+    proc = run_cli("sweep", "--profile", quick_short, "--start", "512", "--max-envs", "2048",
                    "--gpu-mem", "1.3GB",
                    "--refine", "1", "--no-cache", "--search", "bisect", "--confirm-steps", "10",
                    "--out", str(run_dir), timeout=1200)
@@ -45,7 +46,7 @@ def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path, quick_sh
     statuses = [t["status"] for t in trials]
     first_fail = next(i for i, t in enumerate(trials) if t["status"] != "ok")
     assert statuses[first_fail] == "oom", statuses
-    assert sizes[:first_fail + 1] == [256, 512, 1024, 2048][:first_fail + 1]
+    assert sizes[:first_fail + 1] == [512, 1024, 2048][:first_fail + 1]
     assert first_fail >= 1, "512 envs fit in 1.3 GB"
     assert len(sizes) == first_fail + 2  # one refinement trial, between the two
     assert sizes[first_fail - 1] < sizes[-1] < sizes[first_fail]

@@ -53,7 +53,7 @@ def test_ok_trial_measures_steady_state(num_envs):
 
 
 @pytest.mark.slow
-def test_a_cpu_trial_under_a_cap_compiles_cold_unless_told(tmp_path):
+def test_a_cpu_trial_under_a_cap_compiles_cold_unless_told(tmp_path, quick_short):
     """A compile-cache hit skips compilation and the host memory it holds (~130-190 MiB of
     quick's peak), which a user's first run pays: under a CPU cap the cache is not used by
     default, so a confirming run at a size the search compiled meets the cold peak too."""
@@ -61,12 +61,13 @@ def test_a_cpu_trial_under_a_cap_compiles_cold_unless_told(tmp_path):
         return [p for p in (home / "vramtune" / "jax").rglob("*") if p.is_file()]
 
     capped = tmp_path / "capped"
-    proc = run_cli("trial", "--num-envs", "64", "--gpu-mem", "2GB", "--json",
-                   env={"XDG_CACHE_HOME": str(capped)})
+    # quick with a short steps/s window: what is under test is the cache, not the speed
+    proc = run_cli("trial", "--profile", quick_short, "--num-envs", "64", "--gpu-mem", "2GB",
+                   "--json", env={"XDG_CACHE_HOME": str(capped)})
     assert proc.returncode == 0, proc.stderr
     assert cache_files(capped) == []
-    proc = run_cli("trial", "--num-envs", "64", "--gpu-mem", "2GB", "--cache", "--json",
-                   env={"XDG_CACHE_HOME": str(capped)})
+    proc = run_cli("trial", "--profile", quick_short, "--num-envs", "64", "--gpu-mem", "2GB",
+                   "--cache", "--json", env={"XDG_CACHE_HOME": str(capped)})
     assert proc.returncode == 0, proc.stderr
     assert cache_files(capped), "an explicit --cache uses it under the cap too"
     # without a cap the default keeps the cache (measure.trial drops it only for RLIMIT_DATA)
