@@ -79,7 +79,9 @@ def test_two_device_sweep_runs_every_trial_on_both_devices(tmp_path, quick_short
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     header, trials = json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
     assert header["search"]["devices"] == 2
-    assert [t["status"] for t in trials] == ["ok", "ok"]  # the search, then the repeat
+    # --no-confirm: the pick is proven by a plain repeat, and nothing is called confirmed
+    assert [(t["purpose"], t["status"]) for t in trials] == [("search", "ok"), ("repeat", "ok")]
+    assert out["confirmed"] is None
     assert all(t["device_count"] == 2 and t["cap_check"] for t in trials)
     assert out["recommended"]["num_envs"] == 128
     again = run_cli("sweep", "--resume", str(run_dir), "--devices", "1")

@@ -1,4 +1,5 @@
-"""Issue 10 on real trials: capped headroom, repeats, a long confirming run, verify.
+"""Proofs on real trials: capped headroom, a long confirming run that holds or fails, verify.
+(The plain repeat of --no-confirm: test_devices' and test_search's sweeps.)
 
 Every run here is a real sweep or trial of brax PPO on the CPU backend under a real
 RLIMIT_DATA; the confirmation that fails does so because the workload's memory really grows
@@ -75,21 +76,6 @@ def test_the_pick_is_confirmed_by_a_long_run_held_below_the_line(confirmed):
     assert all(r.host_peak_data_bytes and r.host_peak_data_bytes > r.host_peak_rss_bytes * 0.8
                for r in searched)
     assert summary["confirmed_line"].startswith("confirmed: ")
-
-
-@pytest.mark.slow
-def test_without_confirmation_the_chosen_size_is_repeated(tmp_path, quick_short):
-    # max-envs: the repeat is the point here, not which of two sizes is faster; one size
-    # searched (the repeat follows any pick alike)
-    summary, results = _sweep(tmp_path, "--profile", quick_short, "--gpu-mem", "3GB",
-                              "--start", "128", "--max-envs", "128", "--no-confirm",
-                              "--objective", "max-envs", *WARM)
-    n = summary["recommended"]["num_envs"]
-    # a run alone (Purpose.ALONE) measures speed, not memory: no repeat, if one ever ran
-    runs = [r for r in results if r.num_envs == n and r.purpose is not Purpose.ALONE]
-    assert len(runs) == 2 and all(r.status is Status.OK for r in runs)
-    assert [r.purpose for r in runs] == [Purpose.SEARCH, Purpose.REPEAT]
-    assert summary["confirmed"] is None
 
 
 def _leaky_profile(tmp_path: Path, leak: int) -> Path:
