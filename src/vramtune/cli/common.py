@@ -21,9 +21,10 @@ if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
     # A pipe, a file, CI: no width to fit, so wide (not rich's 80, nor the width of a
     # terminal stderr happens to be on). Tables fit any width without cutting a number.
     console = Console(highlight=False, width=200)
-# Messages, not tables: the terminal folds a long line. Rich would break it inside a path or a
-# figure, and an error would no longer be one line to a log or a grep.
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+# Off a terminal (a pipe, a log, CI) a message stays one line: rich would break it at its
+# width, inside a path or a figure, and a grep would miss it. On a terminal it word-wraps.
+err_console = Console(stderr=True, highlight=False)
+err_console.soft_wrap = not err_console.is_terminal
 
 BUDGET_HELP = (f"Memory budget. GPU: emulate a card this size (JAX's memory fraction is "
                f"capped). CPU: host memory, enforced with RLIMIT_DATA. {SIZE_HELP}.")

@@ -127,12 +127,13 @@ def compare(
     elif format is TableFormat.MARKDOWN:
         sys.stdout.write(cmp.compare_markdown(a, b, table))
     else:
-        # soft_wrap: the terminal folds these lines; rich would break them inside a path
-        # or a version ("jax\n9.9.9"), and a log or a grep would then miss them
+        # Off a terminal, one line each: at its width rich broke a long run path's line
+        # inside "jax 9.9.9", and a grep of the log missed it
+        lines = not console.is_terminal
         for line in cmp.run_header_lines(a, b):
-            console.print(escape(line), soft_wrap=True)
+            console.print(escape(line), soft_wrap=lines)
         for warning in cmp.compare_warnings(a, b):
-            console.print(f"[bold yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+            console.print(f"[bold yellow]warning:[/] {escape(warning)}", soft_wrap=lines)
         console.print(compare_rich(table, wide=wide), crop=False)
 
 
