@@ -103,10 +103,13 @@ def _trial_children(pid: int) -> list[psutil.Process]:
 
 
 @pytest.mark.slow
-def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path):
+def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path, quick_short):
     run_dir = tmp_path / "run"
-    # quick's full steps/s window: trial 2 is still running 3 s after it starts
-    proc = _start_sweep("--start", "128", "--max-envs", "512", "--confirm-steps", "8",
+    # trial 2 is still running 3 s after it starts: tracing and compiling it take 5-10 s on
+    # 2 cores even from the compile cache, before its (short) steps/s window. max-envs: no
+    # runs alone (short windows leave the speeds unresolved), and --resume keeps it
+    proc = _start_sweep("--profile", quick_short, "--start", "128", "--max-envs", "512",
+                        "--confirm-steps", "8", "--objective", "max-envs",
                         "--out", str(run_dir))
     lines: list[str] = []
     _wait_for(proc, "num_envs=128: ok", lines)
