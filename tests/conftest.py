@@ -24,21 +24,31 @@ settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+# Rough seconds a test of each tier takes on 2 cores beside another worker: slowest,
+# slow, the rest. Only their sums per module matter, to order the modules.
+TIER_SECONDS = (150.0, 20.0, 0.1)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with a test of the slowest tier first, then those with a slow test, then the
-    rest, each module's tests together: xdist (loadscope) hands out a module at a time in
-    this order, so the minutes-long ones start early and short ones fill the end (in file
-    order the two MJX compiles came last and ran alone for ~5 min), and under -n 0 a module
-    fixture (a Ray cluster, a sweep) is made once."""
+    """Modules in decreasing expected time (``TIER_SECONDS`` summed over their tests), each
+    module's tests together, its slowest first. xdist (loadscope) hands out a module at a
+    time in this order: longest first, so that the short ones fill the end on whichever
+    worker is free (in file order a 3-minute module went out late and one worker ran alone
+    for 60-110 s of a 16-minute suite; in this order a replay of three recorded suites
+    balances the workers to within 3 s). Within a module, its slowest first: xdist hands a
+    worker its next module once two of its tests are left, and a module queued behind a
+    minutes-long last test waits there. Under -n 0 a module fixture (a Ray cluster, a sweep)
+    is still made once."""
     def tier(item: pytest.Item) -> int:
         if item.get_closest_marker("slowest"):
             return 0
         return 1 if item.get_closest_marker("slow") else 2
 
-    first: dict[str, int] = {}
+    weight: dict[str, float] = {}
     for item in items:
-        first[item.module.__name__] = min(first.get(item.module.__name__, 2), tier(item))
-    items.sort(key=lambda item: first[item.module.__name__])  # stable: file order within
+        weight[item.module.__name__] = weight.get(item.module.__name__, 0.0) + TIER_SECONDS[tier(item)]
+    items.sort(key=lambda item: (-weight[item.module.__name__], item.module.__name__,
+                                 tier(item)))  # stable: file order within a tier
 
 
 def sigint_default() -> None:

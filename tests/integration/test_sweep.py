@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 from tests.conftest import run_cli, sigint_default
 
@@ -25,14 +26,22 @@ def _trials(run_dir: Path) -> list[dict]:
 @pytest.mark.slowest
 def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path, quick_short):
     run_dir = tmp_path / "run"
+    # quick_short with 4 steps/s intervals, not 3 (3 and 3 give no 95% interval of the
+    # ratio), and --speed-margin 50%: 512 and 768 compare at once, 512 is the pick, and no
+    # size runs again alone (two more cold trials; test_speed_pick re-measures). The smaller
+    # pick also keeps the confirming run off the edge, where it would be a coin flip.
+    data = yaml.safe_load(Path(quick_short).read_text())
+    data["measure"]["min_intervals"] = 4
+    profile = tmp_path / "quick.yaml"
+    profile.write_text(yaml.safe_dump(data, sort_keys=False))
     # --no-cache: a warm compile cache skips compilation and its ~150 MB of host memory, which
     # would move the CPU boundary depending on what ran before. 2048 envs never fit in 1.3 GB.
     # --search bisect: doubling, then bisection (tests/integration/test_search.py
     # sweeps with the predictive default). --confirm-steps 10: the long confirming run is
     # tested in test_fidelity; here it only has to happen, at the recommended size. --start
     # 512: one doubling to the failure (every trial here compiles cold, ~25 s on 2 cores).
-    proc = run_cli("sweep", "--profile", quick_short, "--start", "512", "--max-envs", "2048",
-                   "--gpu-mem", "1.3GB",
+    proc = run_cli("sweep", "--profile", str(profile), "--start", "512", "--max-envs", "2048",
+                   "--gpu-mem", "1.3GB", "--speed-margin", "50%",
                    "--refine", "1", "--no-cache", "--search", "bisect", "--confirm-steps", "10",
                    "--out", str(run_dir), timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -108,7 +117,7 @@ def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path, quick
     # trial 2 is still running 3 s after it starts: tracing and compiling it take 5-10 s on
     # 2 cores even from the compile cache, before its (short) steps/s window. max-envs: no
     # runs alone (short windows leave the speeds unresolved), and --resume keeps it
-    proc = _start_sweep("--profile", quick_short, "--start", "128", "--max-envs", "512",
+    proc = _start_sweep("--profile", quick_short, "--start", "128", "--max-envs", "256",
                         "--confirm-steps", "8", "--objective", "max-envs",
                         "--out", str(run_dir))
     lines: list[str] = []
@@ -132,7 +141,7 @@ def test_sigint_keeps_results_and_resume_finishes_the_same_sizes(tmp_path, quick
     assert summary["reused"] == 1
     searched = [t for t in _trials(run_dir) if t["purpose"] == "search"]
     sizes = [t["num_envs"] for t in searched]
-    assert sizes == [128, 256, 512]  # what an uninterrupted sweep measures, each once
+    assert sizes == [128, 256]  # what an uninterrupted sweep measures, each once
     # the run's own --confirm-steps came back with --resume: one short confirming run
     confirms = [t for t in _trials(run_dir) if t["purpose"] == "confirm"]
     assert len(confirms) == 1 and confirms[0]["training_steps"] == 8

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -52,31 +53,30 @@ def test_ok_trial_measures_steady_state(num_envs):
     assert record["versions"]["brax"] and record["versions"]["jax"]
 
 
+def _cache_files(home: Path) -> list[Path]:
+    return [p for p in (home / "vramtune" / "jax").rglob("*") if p.is_file()]
+
+
 @pytest.mark.slow
 def test_a_cpu_trial_under_a_cap_compiles_cold_unless_told(tmp_path, quick_short):
     """A compile-cache hit skips compilation and the host memory it holds (~130-190 MiB of
     quick's peak), which a user's first run pays: under a CPU cap the cache is not used by
-    default, so a confirming run at a size the search compiled meets the cold peak too."""
-    def cache_files(home):
-        return [p for p in (home / "vramtune" / "jax").rglob("*") if p.is_file()]
-
+    default (test_real_oom_under_a_cap), so a confirming run at a size the search compiled
+    meets the cold peak too; an explicit --cache uses it."""
     capped = tmp_path / "capped"
     # quick with a short steps/s window: what is under test is the cache, not the speed
     proc = run_cli("trial", "--profile", quick_short, "--num-envs", "64", "--gpu-mem", "2GB",
-                   "--json", env={"XDG_CACHE_HOME": str(capped)})
-    assert proc.returncode == 0, proc.stderr
-    assert cache_files(capped) == []
-    proc = run_cli("trial", "--profile", quick_short, "--num-envs", "64", "--gpu-mem", "2GB",
                    "--cache", "--json", env={"XDG_CACHE_HOME": str(capped)})
     assert proc.returncode == 0, proc.stderr
-    assert cache_files(capped), "an explicit --cache uses it under the cap too"
+    assert _cache_files(capped), "an explicit --cache uses it under the cap too"
     # without a cap the default keeps the cache (measure.trial drops it only for RLIMIT_DATA)
 
 
 @pytest.mark.slow
-def test_real_oom_under_a_cap():
+def test_real_oom_under_a_cap(tmp_path):
+    home = tmp_path / "cache"
     proc = run_cli("trial", "--profile", "quick", "--num-envs", "2048", "--gpu-mem", "1.1GB",
-                   "--json")
+                   "--json", env={"XDG_CACHE_HOME": str(home)})
     assert proc.returncode == 1
     record = json.loads(proc.stdout)
     assert record["status"] == "oom", record
@@ -84,6 +84,9 @@ def test_real_oom_under_a_cap():
     assert "Out of memory" in record["error_message"] or \
         "RESOURCE_EXHAUSTED" in record["error_message"]
     assert record["steps_per_s"] is None
+    # Compiled cold: with the cache on, the programs compiled before the allocation that
+    # failed (brax's init, the evaluator: every program is cached) would be files here.
+    assert _cache_files(home) == [], "under a CPU cap the cache is off unless asked"
 
 
 @pytest.mark.slow
