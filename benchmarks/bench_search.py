@@ -49,6 +49,7 @@ from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.planner import SearchMethod, SearchSpace, candidates
 from vramtune.tune.prior import FOOTPRINT_FILE, slope_prior
+from vramtune.tune.recommend import ruled_out
 from vramtune.tune.replay import Curve, replay
 from vramtune.units import parse_size
 from vramtune.workload.profile import load_profile
@@ -96,11 +97,11 @@ def sweep(budget: str, search: str, out: Path, parallel: int = 1, confirm: bool 
             "found": found, "fails": edge, "stopped": data["stopped_because"],
             "recommended": (data["recommended"] or {}).get("num_envs"),
             "load_before": load_before, "load_after": load(),
-            **floor(results, (data["recommended"] or {}).get("num_envs")),
+            **floor(results, (data["recommended"] or {}).get("num_envs"), parse_size(budget)),
             "results": data["results"]}
 
 
-def floor(results: list[TrialResult], pick: int | None) -> dict:
+def floor(results: list[TrialResult], pick: int | None, limit_bytes: int | None = None) -> dict:
     """The sweep's floor: the walls of the trials any sweep must run (the pick's search
     trial, the smallest failing size above it, the pick's confirming run), beside the sum of
     all trial walls, of the search trials, and of the confirming runs (each a trial's own
@@ -113,7 +114,11 @@ def floor(results: list[TrialResult], pick: int | None) -> dict:
     need: list[TrialResult] = []
     if pick is not None:
         need += [r for r in search if r.num_envs == pick][:1]
-        above = sorted((r for r in search if r.num_envs > pick and r.status is not Status.OK),
+        # failing: out of memory, or fitted with less room than a proof keeps (the search
+        # brackets the edge against such a size as against an OOM: recommend.ruled_out)
+        out = ruled_out(results, limit_bytes)
+        above = sorted((r for r in search if r.num_envs > pick
+                        and (r.status is not Status.OK or r.num_envs in out)),
                        key=lambda r: r.num_envs)
         need += above[:1]
         need += [r for r in confirm if r.num_envs == pick and r.status is Status.OK][:1]

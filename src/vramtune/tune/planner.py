@@ -26,7 +26,7 @@ from vramtune.records import STOPPERS, Purpose, Status, TrialResult
 from vramtune.tune import search
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.pool import PoolModel
-from vramtune.tune.recommend import does_not_fit_words, over_failed_proof, past_boundary
+from vramtune.tune.recommend import does_not_fit_words, past_boundary, ruled_out
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile
 from vramtune.workload.rules import ScalingPolicy
@@ -106,9 +106,12 @@ def doubling_sizes(space: SearchSpace) -> list[int]:
     return sizes
 
 
-def plan(results: Sequence[TrialResult], space: SearchSpace) -> Step:
+def plan(results: Sequence[TrialResult], space: SearchSpace,
+         over: Mapping[int, int] | None = None) -> Step:
+    """The bisect search's next step; ``over`` as ``plan_round``'s."""
     by_size = {r.num_envs: r for r in results}
-    over = over_failed_proof(results, space.limit_bytes)
+    if over is None:
+        over = ruled_out(results, space.limit_bytes)
 
     def past(r: TrialResult) -> bool:
         return past_boundary(r, space.limit_bytes) or r.num_envs in over
@@ -326,7 +329,8 @@ def as_trial(result: TrialResult, limit_bytes: int | None, pool: bool = False, *
              ruled_out: bool = False) -> search.Trial:
     """The search's view of a record; ``pool`` (``uses_pool``): the figure is the allocator's
     pool, with the live peak beside it; ``ruled_out``: the size is past the boundary by a
-    failed proof's cap (``recommend.over_failed_proof``), a failure to the search."""
+    failed proof's cap or its own proof's line (``recommend.ruled_out``), a failure to the
+    search."""
     shape = (result.batch_size, result.num_minibatches, result.unroll_length)
     # the recommender's rule (an ok trial under a cap no larger than the line proved it)
     over = result.status is Status.OK and (past_boundary(result, limit_bytes) or ruled_out)
@@ -365,24 +369,28 @@ def search_space(results: Sequence[TrialResult], space: SearchSpace,
                         resolve_sd=None if gpu else search.RESOLVE_SD)
 
 
-def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1) -> list[Step]:
+def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1,
+               over: Mapping[int, int] | None = None) -> list[Step]:
     """The next round: up to ``k`` sizes to run at once, or one DONE step that says why.
 
     ``bisect`` with one worker is ``plan``, unchanged; with k workers, doubling then k-ary
     bisection (no model). ``predictive`` without a budget has nothing to predict against and
-    searches as ``bisect`` does: the throughput curve an uncapped sweep is for.
+    searches as ``bisect`` does: the throughput curve an uncapped sweep is for. ``over``: the
+    sizes ruled out (``recommend.ruled_out``) when ``results`` is not every record (a size
+    proven by a run not among them is not short of room); default from ``results``.
     """
     k = max(1, int(k))
     use_model = space.method is SearchMethod.PREDICTIVE and space.limit_bytes is not None
     if k == 1 and not use_model:
-        return [plan(results, space)]
+        return [plan(results, space, over)]
     grid = candidates(space)
     if not grid:
         return [Step(StepKind.DONE, None, f"no num_envs between {space.start} and {space.max_envs} "
                                        f"satisfies Brax's batch rules for this profile")]
     sp = search_space(results, space, grid)
     pool = uses_pool(results)
-    over = over_failed_proof(results, space.limit_bytes)
+    if over is None:
+        over = ruled_out(results, space.limit_bytes)
     trials = [as_trial(r, space.limit_bytes, pool, ruled_out=r.num_envs in over) for r in results]
     stopper = next((r for r in results if r.status in STOPPERS), None)
     if stopper is not None:  # the message says why, as plan() does

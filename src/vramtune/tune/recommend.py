@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from vramtune.fmt import rate as fmt_rate
 from vramtune.measure.rates import median_interval
 from vramtune.records import BOUNDARY_FAILURES, Objective, Purpose, Status, TrialResult
+from vramtune.tune import search
 from vramtune.tune.speed import (
     DEFAULT_MARGIN,
     Rates,
@@ -174,7 +175,9 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     # A size fits only if every run of it fit: one failure (on repeat, or in the long
     # confirming run) moves the boundary below it, and memory grows with num_envs, so every
     # larger size is past the boundary too, whatever it did once.
-    over = over_failed_proof(rows, limit)
+    # So does a size whose own trial left less room than its proof keeps (short_of_room).
+    short = short_of_room(rows, limit)
+    over = {**short, **over_failed_proof(rows, limit)}
     edge = boundary_edge(rows, limit, over)
     # A proof run (repeat or confirmation) that ended in an error proves nothing: its size
     # stays unproven (the next smaller one is proven instead), the boundary stays put.
@@ -213,14 +216,15 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     for r in rows:
         if r.shared_run and r.num_envs in alone and r.status is Status.OK:
             continue  # the size's run alone speaks for it
-        reason = _reason(r, chosen, limit, best, objective, budget_bytes, edge, speed, over)
+        reason = _reason(r, chosen, limit, best, objective, budget_bytes, edge, speed, over,
+                         short)
         previous = reasons.get(r.num_envs)
         if previous is None or not (previous.startswith("recommended")
                                     or previous.startswith("fit once")):
             reasons[r.num_envs] = reason  # per size: the recommendation or a failure wins
     notice = None
     if chosen is None:
-        notice = _nothing_fits(rows, limit, over)
+        notice = _nothing_fits(rows, limit, over, short)
     confirmation = None
     if chosen is not None:
         confirmation = next((r for r in rows if r.num_envs == chosen.num_envs
@@ -235,10 +239,12 @@ def boundary_edge(results: Iterable[TrialResult], limit_bytes: int | None,
                   over: Mapping[int, int] | None = None) -> int | None:
     """The smallest size past the boundary: one with a run past it (``past_boundary``), or one
     whose search trial already peaked above the cap a proof run failed under
-    (``over_failed_proof``, or ``over`` when the caller has it). None: nothing failed."""
+    (``over_failed_proof``) or left less room under the line than its proof keeps
+    (``short_of_room``): ``ruled_out``, or ``over`` when the caller has it. None: nothing
+    failed."""
     rows = list(results)
     if over is None:
-        over = over_failed_proof(rows, limit_bytes)
+        over = ruled_out(rows, limit_bytes)
     return min([*(r.num_envs for r in rows if past_boundary(r, limit_bytes)), *over], default=None)
 
 
@@ -264,6 +270,40 @@ def over_failed_proof(results: Iterable[TrialResult], limit_bytes: int | None) -
                 and figure is not None and figure > cap and r.num_envs not in proven):
             over[r.num_envs] = cap
     return over
+
+
+def short_of_room(results: Iterable[TrialResult], limit_bytes: int | None) -> dict[int, int]:
+    """Sizes that fitted their search trial on a CPU with less room under the line than the
+    search keeps for another run's jitter (``search.short_of_room``: one sd more than a proof
+    keeps), with that line. Not ranked: a draw near a proof's line passes a second draw
+    there about half the time, and the user's run is a third. A size with a proof run of
+    its own is judged by it, and one below a proven size fits as it does (memory grows with
+    num_envs; a very jittery workload's small sizes can peak within its wide room of the
+    line). A GPU's figures do not jitter so."""
+    rows = list(results)
+    if limit_bytes is None or any(r.is_gpu for r in rows):
+        return {}
+    judged = {r.num_envs for r in rows if r.purpose in PROOF_RUNS}
+    top = max((r.num_envs for r in rows if r.purpose in PROOF_RUNS and r.status is Status.OK
+               and under_line(r, limit_bytes) is True), default=0)
+    trials = []
+    for r in rows:
+        figure = r.cap_figure_bytes
+        if r.purpose is Purpose.SEARCH and r.status is Status.OK and figure is not None:
+            shape = (r.batch_size, r.num_minibatches, r.unroll_length)
+            trials.append(search.Trial(r.num_envs, r.status, float(figure),
+                                       shape if None not in shape else None))  # type: ignore[arg-type]
+    space = search.Space((), float(limit_bytes), resolve_sd=search.RESOLVE_SD)
+    return {n: int(line) for n, line in search.short_of_room(trials, space).items()
+            if n not in judged and n > top}
+
+
+def ruled_out(results: Iterable[TrialResult], limit_bytes: int | None) -> dict[int, int]:
+    """Sizes past the boundary although their own run fitted under the line, with the cap
+    that rules them out: a failed proof's (``over_failed_proof``) or their own proof's line
+    (``short_of_room``)."""
+    rows = list(results)
+    return {**short_of_room(rows, limit_bytes), **over_failed_proof(rows, limit_bytes)}
 
 
 def past_boundary(result: TrialResult, limit_bytes: int | None) -> bool:
@@ -317,7 +357,8 @@ def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
 
 def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best: float | None,
             objective: Objective, budget: int | None, edge: int | None = None,
-            speed: SpeedPick | None = None, over: dict[int, int] | None = None) -> str:
+            speed: SpeedPick | None = None, over: Mapping[int, int] | None = None,
+            short: Mapping[int, int] | None = None) -> str:
     if chosen is not None and r is chosen:
         if objective is Objective.THROUGHPUT and speed is not None:
             return speed_words(speed, r.num_envs) or f"recommended ({objective})"
@@ -341,6 +382,9 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
             return f"over headroom ({share})"
     if edge is not None and r.num_envs >= edge:
         cap = (over or {}).get(r.num_envs)
+        if (r.num_envs in (short or {}) and cap == (short or {})[r.num_envs]
+                and r.purpose is Purpose.SEARCH and limit is not None):
+            return _short_words(r, limit, (short or {})[r.num_envs])
         if cap is not None and r.purpose not in PROOF_RUNS:
             return (f"fit its trial, but peaked above {format_bytes(cap)}, the cap a proof run "
                     f"ran out of memory under: its own would fail")
@@ -391,10 +435,23 @@ def does_not_fit_words(results: Iterable[TrialResult], num_envs: int, why: str) 
             f"--start, a larger budget, smaller networks or a shorter unroll_length")
 
 
-def _nothing_fits(rows: list[TrialResult], limit: int | None, over: Mapping[int, int]) -> str:
+def _short_words(r: TrialResult, limit: int, line: int) -> str:
+    figure = r.cap_figure_bytes or 0
+    return (f"short of room (fit its trial {format_bytes(max(0, limit - figure))} under the "
+            f"line, less than the {format_bytes(limit - line)} the search keeps for another "
+            f"run's jitter: its proof, a second run, would likely fail)")
+
+
+def _nothing_fits(rows: list[TrialResult], limit: int | None, over: Mapping[int, int],
+                  short: Mapping[int, int] | None = None) -> str:
     if not rows:
         return "no trials were measured"
     smallest = rows[0]
+    if (smallest.num_envs in (short or {}) and limit is not None
+            and over.get(smallest.num_envs) == (short or {})[smallest.num_envs]):
+        return (f"{smallest.num_envs} envs {_short_words(smallest, limit, (short or {})[smallest.num_envs])}"
+                f", and no size below {smallest.num_envs} was measured: try a smaller --start "
+                f"(e.g. --start {max(1, smallest.num_envs // 2)}) or a larger budget")
     cap = over.get(smallest.num_envs)
     if cap is not None:
         return (f"{smallest.num_envs} envs fitted its search trial but peaked above "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune.planner import SearchSpace, Step, StepKind, candidates, model_figure_bytes, plan_round
+from vramtune.tune.recommend import ruled_out
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class Replay:
     rounds: tuple[tuple[int, ...], ...]  # the sizes of each round, in order
     results: tuple[TrialResult, ...]
     final: Step  # the DONE step: why the search stopped
+    limit_bytes: int | None = None  # the space's: a size short of room under it fails
 
     @property
     def trials(self) -> int:
@@ -104,8 +106,10 @@ class Replay:
 
     @property
     def found(self) -> int | None:
-        """The largest size that fit below the smallest that failed: the boundary found."""
-        fails = [r.num_envs for r in self.results if r.status is not Status.OK]
+        """The largest size that fit below the smallest that failed (out of memory, or short
+        of room under the limit, ``recommend.ruled_out``): the boundary found."""
+        out = ruled_out(self.results, self.limit_bytes)
+        fails = [r.num_envs for r in self.results if r.status is not Status.OK or r.num_envs in out]
         edge = min(fails, default=None)
         fits = [r.num_envs for r in self.results
                 if r.status is Status.OK and (edge is None or r.num_envs < edge)]
@@ -173,7 +177,7 @@ def replay_answers(answer: Callable[[int, Shape], TrialResult], space: SearchSpa
     for _ in range(max_rounds):
         steps = plan_round(results, space, k)
         if steps[0].phase is StepKind.DONE:
-            return Replay(k, tuple(rounds), tuple(results), steps[0])
+            return Replay(k, tuple(rounds), tuple(results), steps[0], space.limit_bytes)
         sizes = tuple(s.num_envs for s in steps if s.num_envs is not None)
         rounds.append(sizes)
         for n in sizes:

@@ -64,6 +64,11 @@ MIN_SPAN = 0.2  # P(lo fits) - P(hi fits) under the model: less, and it cannot a
 # jitters by 14-35 MiB sd, 60-150 envs at 0.23 MiB per env), so a bracket that narrow is
 # where the search stops: a trial inside it would be decided by noise.
 RESOLVE_SD = 2.0
+# The search's line, in sd of one run's peak below the limit: one sd below the line a proof
+# runs under (RESOLVE_SD). A size found just under the proof's own line is a second draw at
+# that line when proven, a coin flip (measured: every first proof failed at 5 of 5 budgets,
+# twice); one sd lower it passes ~76% of the time from the line, more from under it.
+AIM_SD = 3.0
 CRAWL = 5  # that many fits within the top octave, nothing failed: double (gallop steps too short)
 WALK = 3  # consecutive fitting candidates at the top, proposed one above the other: stop trusting
 
@@ -276,6 +281,12 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
     aim = space  # the space the model aims in: with regions, the demand under the top level
     if space.region_bytes:
         aim = replace(space, limit_bytes=level_limit(trials, space), cap_bytes=None)
+    elif (room := aim_room_bytes(trials, space)) > 0:
+        # Where peaks jitter, a size that fits with less room than its proof keeps is no fit
+        # (``short_of_room``): aim at the proof's line, so that the largest fit is a size
+        # whose proof passes, not one that the search finds and the proof then undoes.
+        aim = replace(space, limit_bytes=space.limit_bytes - room,
+                      cap_bytes=space.cap_bytes or space.limit_bytes)
     if space.fit_octaves is not None and not space.region_bytes:  # local: memory is only
         # close to affine (quick is convex); a pool's readings are brackets, all of them kept
         floor = lo / 2 ** space.fit_octaves
@@ -388,12 +399,65 @@ def proof_room_bytes(trials: Sequence[Trial], space: Space, n: int) -> float | N
     second draw, or a size that fits one run in two is proven."""
     if not space.resolve_sd or space.region_bytes:
         return None
-    model = _jitter_model(trials, space)
+    return _room(trials, space, _jitter_model(trials, space), n)
+
+
+def _room(trials: Sequence[Trial], space: Space, model: mm.Model | None, n: int) -> float | None:
+    assert space.resolve_sd
     if model is not None:
         return space.resolve_sd * run_sd(model, model.interval(n, _shape(space, n)))
     peaks = [t.peak_bytes for t in trials if t.num_envs == n and not t.proof
              and t.peak_bytes is not None]
     return space.resolve_sd * mm.FLOOR_SD * max(peaks) if peaks else None
+
+
+def short_of_room(trials: Sequence[Trial], space: Space) -> dict[int, float]:
+    """Sizes whose search trial fitted under the limit with less room than the search keeps,
+    AIM_SD sd of one run's peak (one more than its proof keeps, ``proof_room_bytes``), with
+    that line: the limit less the room.
+
+    Such a size passed one draw near the line its proof runs under; its proof (and the
+    user's run) is a second draw that passes about half the time. So it is not a fit: the
+    search aims below it and brackets the edge against it, and the recommender ranks it no
+    more than a size that failed, which spares the proof that would fail. Records only: the
+    room comes from the search trials' own peaks, without the compile-time slope prior, so
+    that a report of the same records (which has no probe) draws the same line. Empty where
+    peaks do not jitter (a GPU's allocator figures) or without a resolution."""
+    if not space.resolve_sd or space.region_bytes or not math.isfinite(space.limit_bytes):
+        return {}
+    plain = replace(space, prior=None)
+    searched = [t for t in trials if not t.proof and t.status == OK and t.peak_bytes is not None
+                and t.peak_bytes <= space.limit_bytes]
+    if not searched:
+        return {}
+    model = _jitter_model(trials, plain)
+    top: dict[int, float] = {}  # one pass: a resumed file may hold thousands of sizes
+    for t in searched:
+        top[t.num_envs] = max(top.get(t.num_envs, 0.0), float(t.peak_bytes or 0.0))
+    out: dict[int, float] = {}
+    for n in sorted(top):
+        if top[n] <= space.limit_bytes / 2:
+            continue  # no room is wider than that (below)
+        room = _room(trials, plain, model, n)
+        if room is None or not room > 0:
+            continue
+        room *= AIM_SD / space.resolve_sd
+        line = space.limit_bytes - min(room, space.limit_bytes / 2)  # a wild model: half
+        if top[n] > line:
+            out[n] = line
+    return out
+
+
+def aim_room_bytes(trials: Sequence[Trial], space: Space) -> float:
+    """How far below the limit the search aims where peaks jitter: AIM_SD sd of one run's
+    peak at the limit, from the search trials' own peaks as ``short_of_room`` draws its line.
+    0 where peaks do not jitter."""
+    if not space.resolve_sd or space.region_bytes or not math.isfinite(space.limit_bytes):
+        return 0.0
+    model = _jitter_model(trials, replace(space, prior=None))
+    sd = (max(model.sigma_bytes, model.sigma_fraction * space.limit_bytes) if model is not None
+          else mm.FLOOR_SD * space.limit_bytes)
+    return min(AIM_SD * sd, space.limit_bytes / 2)
 
 
 def _jitter_model(trials: Sequence[Trial], space: Space) -> mm.Model | None:

@@ -61,8 +61,8 @@ from vramtune.tune.recommend import (
     boundary_edge,
     choose,
     fits,
-    over_failed_proof,
     past_boundary,
+    ruled_out,
     size_rates,
 )
 from vramtune.tune.request import (
@@ -604,7 +604,7 @@ def step_down(config: SweepConfig, results: Sequence[TrialResult]) -> StepDown |
     if first is None:
         return None
     hi = min([*(r.num_envs for r in results if r.purpose in (Purpose.SEARCH, *PROOF_RUNS)
-                and past_boundary(r, limit)), *over_failed_proof(results, limit)])
+                and past_boundary(r, limit)), *ruled_out(results, limit)])
     fitted = [r.num_envs for r in results if r.purpose is Purpose.SEARCH
               and r.num_envs < hi and not past_boundary(r, limit) and fits(r, limit)]
     proven = max((r.num_envs for r in results if r.purpose in PROOF_RUNS and r.num_envs < hi
@@ -664,7 +664,7 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
             size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
         else:  # one failed proof: the long run's edge is about one run's jitter below it
             size = search.step_down_pick(trials, sspace, open_, down.base, down.hi,
-                                         over_failed_proof(results, limit).get(down.hi))
+                                         ruled_out(results, limit).get(down.hi))
     else:
         size = refinement_size(down.base, down.hi, space, taken)
     if size is None:
@@ -684,7 +684,7 @@ def next_steps(config: SweepConfig, results: Sequence[TrialResult], space: Searc
     if down:
         return down
     if down is None:
-        steps = plan_round(search_inputs(results, space), space, parallel)
+        steps = search_round(results, space, parallel)
         if steps[0].phase is not StepKind.DONE:
             return steps
     alone = alone_steps(config, results, space)
@@ -708,7 +708,15 @@ def search_outcome(results: Sequence[TrialResult], space: SearchSpace, parallel:
             edge = f"{down.base} (fits)"
         return Step(StepKind.DONE, None, f"{down.words()}; boundary between {edge} "
                                       f"and {down.hi} (fails)")
-    return plan_round(search_inputs(results, space), space, parallel)[0]
+    return search_round(results, space, parallel)[0]
+
+
+def search_round(results: Sequence[TrialResult], space: SearchSpace,
+                 parallel: int = 1) -> list[Step]:
+    """The search's next round (``planner.plan_round``) from its inputs (``search_inputs``),
+    with the sizes ruled out judged on every record (a proven size is judged by its proof)."""
+    return plan_round(search_inputs(results, space), space, parallel,
+                      over=ruled_out(results, space.limit_bytes))
 
 
 def search_inputs(results: Sequence[TrialResult], space: SearchSpace) -> list[TrialResult]:
@@ -778,9 +786,8 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
         if prior.warning and on_event:
             on_event(SweepNote(prior.warning))
         while True:
-            needed = not prior.waiting or plan_round(
-                search_inputs(state.results, space), space, executor.parallel
-            )[0].phase is not StepKind.DONE
+            needed = not prior.waiting or search_round(
+                state.results, space, executor.parallel)[0].phase is not StepKind.DONE
             found, note = prior.get(len(state.results) > session_start, round_wall, needed)
             space = replace(space, prior=found)
             state.prior_note = note or state.prior_note

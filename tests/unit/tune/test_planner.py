@@ -205,11 +205,16 @@ def test_predictive_finds_the_bracket_in_fewer_trials_than_bisection():
     limit = 1.2e9 / MiB
     sp = predictive(limit)
     results, rounds, done = replay_rounds(quick_mib, sp)
+    from vramtune.tune.recommend import ruled_out
     grid = candidates(sp)
-    fits = max(r.num_envs for r in results if r.status is Status.OK)
-    fails = min(r.num_envs for r in results if r.status is not Status.OK)
+    # a size that fits with less room than its proof keeps is past the edge (short_of_room)
+    out = ruled_out(results, sp.limit_bytes)
+    fits = max(r.num_envs for r in results if r.status is Status.OK and r.num_envs not in out)
+    fails = min(r.num_envs for r in results if r.status is not Status.OK or r.num_envs in out)
     assert grid.index(fails) == grid.index(fits) + 1, "the edge is bracketed on the grid"
-    assert all(quick_mib(n) > limit for n in grid if n > fits)
+    line = min(out.values(), default=sp.limit_bytes)
+    assert sp.limit_bytes * 0.95 < line <= sp.limit_bytes
+    assert all(quick_mib(n) * MiB > line for n in grid if n > fits)
     assert "boundary found" in done.reason
     old, _ = replay(lambda n: quick_mib(n) * MiB / GiB, space(256, 4096, refine=3),
                     oom_above=limit * MiB / GiB)

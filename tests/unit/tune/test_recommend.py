@@ -161,3 +161,40 @@ def test_an_unresolved_larger_size_is_named_when_no_re_measurement_is_left():
     assert done.chosen.num_envs == 512 and done.speed.exhausted
     assert "unresolved: 1024 vs 512" in done.reasons[512]
     assert done.reasons[512].endswith("no re-measurement left: the faster median is picked)")
+
+
+def test_a_size_short_of_room_is_not_ranked_unless_a_proof_of_it_or_above_it_passed():
+    # the 1.2 GB line: 128 and 768 left 160 and 60 MB, 832 11 MB (the search keeps ~50 MB)
+    import dataclasses
+
+    from vramtune.records import Purpose
+    from vramtune.tune.recommend import short_of_room
+
+    line = int(1.2e9)
+
+    def cpu(n, data_mb, purpose=Purpose.SEARCH):
+        return TrialResult(status=Status.OK, profile="quick", profile_hash="h", num_envs=n,
+                           backend="cpu", batch_size=n, num_minibatches=4, unroll_length=10,
+                           steps_per_s=1000.0 + n, host_peak_data_bytes=int(data_mb * 1e6),
+                           host_peak_rss_bytes=int(data_mb * 0.9e6), cap_bytes=line,
+                           budget_bytes=line, purpose=purpose)
+
+    rows = [cpu(128, 1040), cpu(768, 1140), cpu(832, 1189)]
+    assert set(short_of_room(rows, line)) == {832}
+    rec = choose(rows, line, 0.0, Objective.MAX_ENVS)
+    assert rec.chosen.num_envs == 768 and rec.reasons[832].startswith("short of room (")
+    assert choose(rows, line, 0.0, Objective.THROUGHPUT).chosen.num_envs == 768
+    # a proof of it that passed judges it; so does one of a larger size
+    proven = [*rows, cpu(832, 1160, Purpose.CONFIRM)]
+    assert short_of_room(proven, line) == {}
+    assert choose(proven, line, 0.0, Objective.MAX_ENVS).chosen.num_envs == 832
+    above = [*rows, cpu(896, 1192), cpu(896, 1165, Purpose.CONFIRM)]
+    assert short_of_room(above, line) == {}
+    # no line, or a GPU's figures (they do not jitter so): nothing is short
+    assert short_of_room(rows, None) == {}
+    gpu = [dataclasses.replace(x, backend="gpu") for x in rows]
+    assert short_of_room(gpu, line) == {}
+    # the smallest size short of room: the notice says so and what to try
+    alone = choose([cpu(832, 1189)], line, 0.0, Objective.MAX_ENVS)
+    assert alone.chosen is None and "short of room" in alone.notice
+    assert "--start 416" in alone.notice

