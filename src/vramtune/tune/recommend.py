@@ -224,7 +224,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
             reasons[r.num_envs] = reason  # per size: the recommendation or a failure wins
     notice = None
     if chosen is None:
-        notice = _nothing_fits(rows, limit, over, short)
+        notice = _nothing_fits(rows, limit, over)
     confirmation = None
     if chosen is not None:
         confirmation = next((r for r in rows if r.num_envs == chosen.num_envs
@@ -442,16 +442,10 @@ def _short_words(r: TrialResult, limit: int, line: int) -> str:
             f"run's jitter: its proof, a second run, would likely fail)")
 
 
-def _nothing_fits(rows: list[TrialResult], limit: int | None, over: Mapping[int, int],
-                  short: Mapping[int, int] | None = None) -> str:
+def _nothing_fits(rows: list[TrialResult], limit: int | None, over: Mapping[int, int]) -> str:
     if not rows:
         return "no trials were measured"
-    smallest = rows[0]
-    if (smallest.num_envs in (short or {}) and limit is not None
-            and over.get(smallest.num_envs) == (short or {})[smallest.num_envs]):
-        return (f"{smallest.num_envs} envs {_short_words(smallest, limit, (short or {})[smallest.num_envs])}"
-                f", and no size below {smallest.num_envs} was measured: try a smaller --start "
-                f"(e.g. --start {max(1, smallest.num_envs // 2)}) or a larger budget")
+    smallest = rows[0]  # never short of room (search.short_of_room): its proof decides
     cap = over.get(smallest.num_envs)
     if cap is not None:
         return (f"{smallest.num_envs} envs fitted its search trial but peaked above "

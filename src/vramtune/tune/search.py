@@ -422,7 +422,13 @@ def short_of_room(trials: Sequence[Trial], space: Space) -> dict[int, float]:
     more than a size that failed, which spares the proof that would fail. Records only: the
     room comes from the search trials' own peaks, without the compile-time slope prior, so
     that a report of the same records (which has no probe) draws the same line. Empty where
-    peaks do not jitter (a GPU's allocator figures) or without a resolution."""
+    peaks do not jitter (a GPU's allocator figures) or without a resolution.
+
+    The smallest size that fitted is never short: its proof decides, so that a sweep whose
+    start sits near the line proves a size rather than ending with none (at 1.1 GB, 128, 224
+    and 288 envs peaked at 1,015, 967 and 1,057 MB: 3 sd came to 90 MB, and 128 read short).
+    A size is judged by its own peak, not the model's mean there: the mean moves as sizes are
+    added, and a judgment that flips costs the search trials (replayed: 7, not 5)."""
     if not space.resolve_sd or space.region_bytes or not math.isfinite(space.limit_bytes):
         return {}
     plain = replace(space, prior=None)
@@ -435,7 +441,7 @@ def short_of_room(trials: Sequence[Trial], space: Space) -> dict[int, float]:
     for t in searched:
         top[t.num_envs] = max(top.get(t.num_envs, 0.0), float(t.peak_bytes or 0.0))
     out: dict[int, float] = {}
-    for n in sorted(top):
+    for n in sorted(top)[1:]:
         if top[n] <= space.limit_bytes / 2:
             continue  # no room is wider than that (below)
         room = _room(trials, plain, model, n)
