@@ -79,7 +79,8 @@ def sweep(budget: str, search: str, out: Path, parallel: int = 1, confirm: bool 
     results = [TrialResult.from_dict(r) for r in data["results"]]
     searched = [r for r in results if r.purpose is Purpose.SEARCH]
     ends = [_end(r) for r in searched]
-    fails = [r.num_envs for r in searched if r.status is not Status.OK]
+    out_ = ruled_out(results, parse_size(budget))  # short of room: a failure to the search
+    fails = [r.num_envs for r in searched if r.status is not Status.OK or r.num_envs in out_]
     edge = min(fails, default=None)
     found = max((r.num_envs for r in searched if r.status is Status.OK
                  and (edge is None or r.num_envs < edge)), default=None)

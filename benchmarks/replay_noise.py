@@ -23,6 +23,7 @@ import bisect
 import json
 import random
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 from vramtune.measure.footprint import Footprint, SizeFootprint
@@ -61,7 +62,11 @@ def trials_to_boundary(curve, grid, cap: float, sd: float, seed: int, **space) -
     sp = search.Space(tuple(grid), cap, grid[0], **space)
     trials: list[search.Trial] = []
     for _ in range(60):
-        proposal = search.propose(trials, sp, 1)
+        # as the sweep's planner marks them (recommend.ruled_out): a size that fitted with
+        # less room than the search keeps is past the boundary
+        short = search.short_of_room(trials, sp)
+        marked = [replace(t, over_limit=t.num_envs in short) for t in trials]
+        proposal = search.propose(marked, sp, 1)
         if proposal.done:
             return len(trials)
         for n in proposal.sizes:

@@ -329,7 +329,7 @@ def as_trial(result: TrialResult, limit_bytes: int | None, pool: bool = False, *
              ruled_out: bool = False) -> search.Trial:
     """The search's view of a record; ``pool`` (``uses_pool``): the figure is the allocator's
     pool, with the live peak beside it; ``ruled_out``: the size is past the boundary by a
-    failed proof's cap or its own proof's line (``recommend.ruled_out``), a failure to the
+    failed proof's cap or short of room (``recommend.ruled_out``), a failure to the
     search."""
     shape = (result.batch_size, result.num_minibatches, result.unroll_length)
     # the recommender's rule (an ok trial under a cap no larger than the line proved it)

@@ -175,7 +175,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     # A size fits only if every run of it fit: one failure (on repeat, or in the long
     # confirming run) moves the boundary below it, and memory grows with num_envs, so every
     # larger size is past the boundary too, whatever it did once.
-    # So does a size whose own trial left less room than its proof keeps (short_of_room).
+    # So does a size whose own trial left less room than the search keeps (short_of_room).
     short = short_of_room(rows, limit)
     over = {**short, **over_failed_proof(rows, limit)}
     edge = boundary_edge(rows, limit, over)
@@ -300,7 +300,7 @@ def short_of_room(results: Iterable[TrialResult], limit_bytes: int | None) -> di
 
 def ruled_out(results: Iterable[TrialResult], limit_bytes: int | None) -> dict[int, int]:
     """Sizes past the boundary although their own run fitted under the line, with the cap
-    that rules them out: a failed proof's (``over_failed_proof``) or their own proof's line
+    that rules them out: a failed proof's (``over_failed_proof``) or the search's line
     (``short_of_room``)."""
     rows = list(results)
     return {**short_of_room(rows, limit_bytes), **over_failed_proof(rows, limit_bytes)}

@@ -282,8 +282,8 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
     if space.region_bytes:
         aim = replace(space, limit_bytes=level_limit(trials, space), cap_bytes=None)
     elif (room := aim_room_bytes(trials, space)) > 0:
-        # Where peaks jitter, a size that fits with less room than its proof keeps is no fit
-        # (``short_of_room``): aim at the proof's line, so that the largest fit is a size
+        # Where peaks jitter, a size that fits with less room than the search keeps is no fit
+        # (``short_of_room``): aim at that line, so that the largest fit is a size
         # whose proof passes, not one that the search finds and the proof then undoes.
         aim = replace(space, limit_bytes=space.limit_bytes - room,
                       cap_bytes=space.cap_bytes or space.limit_bytes)
@@ -428,7 +428,8 @@ def short_of_room(trials: Sequence[Trial], space: Space) -> dict[int, float]:
     start sits near the line proves a size rather than ending with none (at 1.1 GB, 128, 224
     and 288 envs peaked at 1,015, 967 and 1,057 MB: 3 sd came to 90 MB, and 128 read short).
     A size is judged by its own peak, not the model's mean there: the mean moves as sizes are
-    added, and a judgment that flips costs the search trials (replayed: 7, not 5)."""
+    added, and a judgment that flips costs the search trials (a replay took 7 where
+    bisection takes 6)."""
     if not space.resolve_sd or space.region_bytes or not math.isfinite(space.limit_bytes):
         return {}
     plain = replace(space, prior=None)
