@@ -249,7 +249,8 @@ def _failure_words(result: TrialResult, limit_bytes: int | None,
     if result.status is Status.OK:
         cap = (over or {}).get(result.num_envs)
         if cap is not None:
-            return f"its peak is over {format_bytes(cap)}, the cap a proof run failed under"
+            return (f"its peak is over {format_bytes(cap)}, the cap a proof run failed under "
+                    f"or the line the search keeps below the limit for one run's jitter")
         return "its peak is over budget minus headroom"
     return {Status.OOM: "out of memory", Status.TIMEOUT: "timed out",
             Status.CRASH: "crashed"}.get(result.status, str(result.status))

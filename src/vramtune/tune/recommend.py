@@ -178,6 +178,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     # So does a size whose own trial left less room than the search keeps (short_of_room).
     short = short_of_room(rows, limit)
     over = {**short, **over_failed_proof(rows, limit)}
+    shorts = _short_reasons(rows, limit, short, over)
     edge = boundary_edge(rows, limit, over)
     # A proof run (repeat or confirmation) that ended in an error proves nothing: its size
     # stays unproven (the next smaller one is proven instead), the boundary stays put.
@@ -217,7 +218,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
         if r.shared_run and r.num_envs in alone and r.status is Status.OK:
             continue  # the size's run alone speaks for it
         reason = _reason(r, chosen, limit, best, objective, budget_bytes, edge, speed, over,
-                         short)
+                         shorts)
         previous = reasons.get(r.num_envs)
         if previous is None or not (previous.startswith("recommended")
                                     or previous.startswith("fit once")):
@@ -239,7 +240,7 @@ def boundary_edge(results: Iterable[TrialResult], limit_bytes: int | None,
                   over: Mapping[int, int] | None = None) -> int | None:
     """The smallest size past the boundary: one with a run past it (``past_boundary``), or one
     whose search trial already peaked above the cap a proof run failed under
-    (``over_failed_proof``) or left less room under the line than its proof keeps
+    (``over_failed_proof``) or left less room under the line than the search keeps
     (``short_of_room``): ``ruled_out``, or ``over`` when the caller has it. None: nothing
     failed."""
     rows = list(results)
@@ -287,13 +288,17 @@ def short_of_room(results: Iterable[TrialResult], limit_bytes: int | None) -> di
     top = max((r.num_envs for r in rows if r.purpose in PROOF_RUNS and r.status is Status.OK
                and under_line(r, limit_bytes) is True), default=0)
     trials = []
+    shapes: dict[int, tuple[int, int, int]] = {}  # the model may need them (a rollout term)
     for r in rows:
         figure = r.cap_figure_bytes
         if r.purpose is Purpose.SEARCH and r.status is Status.OK and figure is not None:
             shape = (r.batch_size, r.num_minibatches, r.unroll_length)
+            if None not in shape:
+                shapes[r.num_envs] = shape  # type: ignore[assignment]
             trials.append(search.Trial(r.num_envs, r.status, float(figure),
                                        shape if None not in shape else None))  # type: ignore[arg-type]
-    space = search.Space((), float(limit_bytes), resolve_sd=search.RESOLVE_SD)
+    space = search.Space((), float(limit_bytes), resolve_sd=search.RESOLVE_SD,
+                         shape_of=shapes.get)
     return {n: int(line) for n, line in search.short_of_room(trials, space).items()
             if n not in judged and n > top}
 
@@ -358,7 +363,7 @@ def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
 def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best: float | None,
             objective: Objective, budget: int | None, edge: int | None = None,
             speed: SpeedPick | None = None, over: Mapping[int, int] | None = None,
-            short: Mapping[int, int] | None = None) -> str:
+            shorts: Mapping[int, str] | None = None) -> str:
     if chosen is not None and r is chosen:
         if objective is Objective.THROUGHPUT and speed is not None:
             return speed_words(speed, r.num_envs) or f"recommended ({objective})"
@@ -382,9 +387,8 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
             return f"over headroom ({share})"
     if edge is not None and r.num_envs >= edge:
         cap = (over or {}).get(r.num_envs)
-        if (r.num_envs in (short or {}) and cap == (short or {})[r.num_envs]
-                and r.purpose is Purpose.SEARCH and limit is not None):
-            return _short_words(r, limit, (short or {})[r.num_envs])
+        if r.num_envs in (shorts or {}):
+            return (shorts or {})[r.num_envs]
         if cap is not None and r.purpose not in PROOF_RUNS:
             return (f"fit its trial, but peaked above {format_bytes(cap)}, the cap a proof run "
                     f"ran out of memory under: its own would fail")
@@ -435,11 +439,23 @@ def does_not_fit_words(results: Iterable[TrialResult], num_envs: int, why: str) 
             f"--start, a larger budget, smaller networks or a shorter unroll_length")
 
 
-def _short_words(r: TrialResult, limit: int, line: int) -> str:
-    figure = r.cap_figure_bytes or 0
-    return (f"short of room (fit its trial {format_bytes(max(0, limit - figure))} under the "
-            f"line, less than the {format_bytes(limit - line)} the search keeps for another "
-            f"run's jitter: its proof, a second run, would likely fail)")
+def _short_reasons(rows: list[TrialResult], limit: int | None, short: Mapping[int, int],
+                   over: Mapping[int, int]) -> dict[int, str]:
+    """Each size short of room (and not ruled out by a failed proof instead), in words, with
+    the search trial it was judged by (its highest)."""
+    if limit is None:
+        return {}
+    top: dict[int, int] = {}
+    for r in rows:
+        figure = r.cap_figure_bytes
+        if (r.num_envs in short and r.purpose is Purpose.SEARCH and r.status is Status.OK
+                and figure is not None):
+            top[r.num_envs] = max(top.get(r.num_envs, 0), figure)
+    return {n: (f"short of room (fit its trial {format_bytes(max(0, limit - top[n]))} under "
+                f"the line, less than the {format_bytes(limit - line)} the search keeps for "
+                f"another run's jitter: a proof there, a second run, fails up to one time "
+                f"in two)")
+            for n, line in short.items() if n in top and over.get(n) == line}
 
 
 def _nothing_fits(rows: list[TrialResult], limit: int | None, over: Mapping[int, int]) -> str:

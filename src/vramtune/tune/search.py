@@ -22,7 +22,9 @@ that fits and the smallest that fails are adjacent candidates.
    largest open candidate with P >= ``aim_open`` (0.8) for the first jump, then P >= ``aim``
    (0.5, the median edge); if none, the candidate just above the largest fit (proving the
    edge). k workers: the candidates at the quantiles j/(k+1) of the predicted edge, topped up
-   with the most uncertain ones.
+   with the most uncertain ones. Where peaks jitter (``Space.resolve_sd``: a CPU's data
+   segment) the model aims AIM_SD sd of one run's peak below the limit, and a size that
+   fitted closer to it is a failure to the search (``short_of_room``; the planner marks it).
 3. Fallback. Trials that contradict the prior: the model is refitted without it (two sizes
    at least). The smallest failure a size the model still gives P(fits) >= ``surprise``: an
    OOM has no peak, so the line is shifted up until its mean there is the limit, and the
@@ -710,8 +712,8 @@ def step_down_pick(trials: Sequence[Trial], space: Space, open_: list[int], lo: 
     past its trial (a leak, a late phase): bisection, as where peaks do not jitter
     (``resolve_sd`` None), the search trials give no model, or ``hi`` failed its own search
     trial (the edge is not a jitter below a proof). ``over_cap``: ``hi`` ran no proof, but its
-    search trial peaked above this cap, which a proof run failed under (no proof of it is
-    spent): a jitter failure as well."""
+    search trial peaked above this cap, which a proof run failed under, or above the line the
+    search keeps (``short_of_room``; no proof of it is spent): a jitter failure as well."""
     step = _jitter_step(trials, space, hi, over_cap)
     if step is None:
         return bisect_pick(open_, lo, hi) if open_ else None
@@ -730,7 +732,7 @@ def proof_failed_by_jitter(trials: Sequence[Trial], space: Space, n: int) -> boo
 def _jitter_step(trials: Sequence[Trial], space: Space, n: int,
                  over_cap: float | None = None) -> tuple[float, float, float] | None:
     """The refinement step at n when n failed its proof by jitter (``proof_failed_by_jitter``),
-    or peaked above ``over_cap`` (a failed proof's cap), else None."""
+    or peaked above ``over_cap`` (a failed proof's cap, or the search's line), else None."""
     if over_cap is None and not _only_proof_failed(trials, n, space.limit_bytes):
         return None
     model = None

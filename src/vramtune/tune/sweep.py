@@ -578,7 +578,7 @@ class StepDown:
 
     first_failed: int  # the size whose proof run failed first
     base: int
-    hi: int
+    hi: int  # the smallest failure or size ruled out (recommend.ruled_out)
     proven: int | None  # the largest size below hi whose proof run fitted
     measured: tuple[int, ...]  # sizes searched since the first failed proof, in order
     budget: int

@@ -198,3 +198,28 @@ def test_a_size_short_of_room_is_not_ranked_unless_a_proof_of_it_or_above_it_pas
     # is proven, or fails, rather than leaving the sweep with nothing to prove)
     assert short_of_room([cpu(832, 1189)], line) == {}
     assert choose([cpu(832, 1189)], line, 0.0, Objective.MAX_ENVS).chosen.num_envs == 832
+
+
+def test_short_of_room_fits_a_rollout_model_and_names_the_trial_it_judged():
+    # batches not in proportion to num_envs (a growing policy rounding up): the model has a
+    # rollout term and needs each size's shape; choose must not fail on it
+    from vramtune.records import Purpose
+
+    line = int(1.2e9)
+
+    def cpu(n, batch, data_mb, purpose=Purpose.SEARCH):
+        return TrialResult(status=Status.OK, profile="quick", profile_hash="h", num_envs=n,
+                           backend="cpu", batch_size=batch, num_minibatches=4,
+                           unroll_length=10, steps_per_s=1000.0 + n, cap_bytes=line,
+                           host_peak_data_bytes=int(data_mb * 1e6), budget_bytes=line,
+                           host_peak_rss_bytes=int(data_mb * 0.9e6), purpose=purpose)
+
+    rows = [cpu(128, 128, 900), cpu(256, 256, 960), cpu(384, 512, 1050), cpu(512, 512, 1100),
+            cpu(640, 640, 1185)]
+    rec = choose(rows, line, 0.0, Objective.MAX_ENVS)
+    assert rec.chosen is not None and rec.chosen.num_envs < 640
+    # judged by its highest search trial, and said so on every row of the size
+    rows += [cpu(640, 640, 1120), cpu(640, 640, 1150, Purpose.ALONE)]
+    rec = choose(rows, line, 0.0, Objective.MAX_ENVS)
+    assert rec.reasons[640].startswith("short of room (fit its trial 14.31 MiB under"), \
+        rec.reasons[640]
