@@ -260,7 +260,7 @@ def _log_outcome(result: SweepOutcome, prepared: PreparedSweep) -> None:
     if rec.chosen is None:
         log.warning("no recommendation: %s", rec.notice or "no trial fit")
     else:
-        log.info("recommended: %s", chosen_summary(rec.chosen, config.budget_bytes))
+        log.info("recommended: %s", chosen_summary(rec, config.budget_bytes))
         for line in (rec.speed_line, rec.confirm_speed_line):
             if line:
                 log.info("throughput: %s", line)

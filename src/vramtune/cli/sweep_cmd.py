@@ -194,7 +194,7 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
     if state.reused:
         console.print(f"resumed: {state.reused} trial(s) reused from the earlier run, not re-run")
     if rec.chosen:
-        summary_text = chosen_summary(rec.chosen, config.budget_bytes)
+        summary_text = chosen_summary(rec, config.budget_bytes)
         console.print(f"[bold green]recommended:[/] {escape(summary_text)}")
         for extra in (rec.speed_line, rec.confirm_speed_line):
             if extra:

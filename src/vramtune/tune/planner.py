@@ -157,11 +157,13 @@ def plan(results: Sequence[TrialResult], space: SearchSpace,
     spent = [r for r in refined if r.purpose is Purpose.SEARCH
              and (proof_fail is None or r.num_envs < proof_fail)]
     if space.refine is not None and len(spent) >= space.refine:
-        return Step(StepKind.DONE, None, f"boundary between {lo} (fits) and {hi} (fails) after "
+        return Step(StepKind.DONE, None, f"boundary between {lo} (fits) and {hi} "
+                                      f"({_past_label(results, hi, over)}) after "
                                       f"{len(refined)} refinement trial(s)")
     size = refinement_size(lo, hi, space, by_size)
     if size is None:
-        return Step(StepKind.DONE, None, f"boundary found: {lo} fits, {hi} fails, and no valid size "
+        return Step(StepKind.DONE, None, f"boundary found: {lo} fits, "
+                                      f"{_past_clause(results, hi, over)}, and no valid size "
                                       f"lies between")
     return Step(StepKind.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
 
@@ -242,6 +244,24 @@ def _last_line(text: str | None) -> str:
     """The line that says why: an error message ends with the exception, after its context."""
     lines = (text or "").strip().splitlines()
     return lines[-1][:160] if lines else "no message"
+
+
+def _past_label(results: Sequence[TrialResult], hi: int, over: Mapping[int, int]) -> str:
+    """Why the smallest size past the boundary is past it, in a word or three: it failed a
+    run, or every run of it fitted and it is ruled out (``recommend.ruled_out``) because a
+    proof failed at or below it, or because its trial left too little room."""
+    runs = [r for r in results if r.num_envs == hi]
+    if not runs or hi not in over or any(r.status is not Status.OK for r in runs):
+        return "fails"
+    if any(r.purpose is not Purpose.SEARCH and r.status is not Status.OK and r.num_envs <= hi
+           for r in results):
+        return "past a failed proof"
+    return "short of room"
+
+
+def _past_clause(results: Sequence[TrialResult], hi: int, over: Mapping[int, int]) -> str:
+    label = _past_label(results, hi, over)
+    return f"{hi} {label}" if label == "fails" else f"{hi} is {label}"
 
 
 def _failure_words(result: TrialResult, limit_bytes: int | None,
@@ -404,7 +424,12 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1,
             last = next((r for r in reversed(results) if r.num_envs == proposal.fails), None)
             why = "failed" if last is None else _failure_words(last, space.limit_bytes, over)
             return [Step(StepKind.DONE, None, does_not_fit_words(results, proposal.fails, why))]
-        return [Step(StepKind.DONE, None, _done_words(proposal.reason))]
+        reason = proposal.reason
+        if proposal.fails is not None:  # the search's words say "fails" of any size past it
+            hi = proposal.fails
+            reason = (reason.replace(f" {hi} fails", f" {_past_clause(results, hi, over)}")
+                      .replace(f" {hi} (fails)", f" {hi} ({_past_label(results, hi, over)})"))
+        return [Step(StepKind.DONE, None, _done_words(reason))]
     phase = _PHASES.get(proposal.phase, StepKind.REFINING)
     return [Step(phase, n, _step_words(proposal, n), proposal.predicted.get(n))
             for n in proposal.sizes]

@@ -38,6 +38,16 @@ class Recommendation:
     notice: str | None = None  # set when nothing fits, with what to try
     confirmation: TrialResult | None = None  # the chosen size's long run, when it passed
     speed: SpeedPick | None = None  # throughput: the comparison that decided the pick
+    # The run of the chosen size with the highest peak: the pick is its fastest run, which
+    # may be a run alone on a warm compile cache, lower than a cold user run will peak.
+    highest: TrialResult | None = None
+    runs_of_chosen: int = 0  # runs of the chosen size that fitted, proofs included
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """The chosen size's highest measured peak over every run of it that fitted."""
+        r = self.highest if self.highest is not None else self.chosen
+        return r.peak_bytes if r is not None else None
 
     @property
     def remeasure(self) -> tuple[int, ...]:
@@ -230,7 +240,13 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     if chosen is not None:
         confirmation = next((r for r in rows if r.num_envs == chosen.num_envs
                              and r.purpose is Purpose.CONFIRM and r.status is Status.OK), None)
-    return Recommendation(chosen, objective, limit, reasons, best, notice, confirmation, speed)
+    highest, runs = None, 0
+    if chosen is not None:
+        same = [r for r in rows if r.num_envs == chosen.num_envs and r.status is Status.OK
+                and r.peak_bytes is not None]
+        highest, runs = max(same, key=lambda r: r.peak_bytes or 0, default=None), len(same)
+    return Recommendation(chosen, objective, limit, reasons, best, notice, confirmation, speed,
+                          highest, runs)
 
 
 PROOF_RUNS = frozenset({Purpose.REPEAT, Purpose.CONFIRM})

@@ -81,9 +81,12 @@ def xla_env(source: Measurements, emission: Emission, mem_fraction_var: str
 
 
 def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat) -> list[str]:
-    chosen = emission.chosen
+    chosen, rec = emission.chosen, emission.recommendation
     assert chosen is not None
     mem = chosen.memory_label
+    # the size's highest peak, not its fastest run's (a run alone may have compiled warm)
+    high = rec.highest if rec.highest is not None else chosen
+    among = f", the highest of its {rec.runs_of_chosen} runs" if rec.runs_of_chosen > 1 else ""
     budget = budget_label(emission.budget_bytes)
     limit = both_units(emission.recommendation.limit_bytes)
     lines = [header_line(str(fmt_), source.profile.name, source.profile_hash, source.profile.env),
@@ -93,7 +96,8 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
              f"chosen ({emission.recommendation.objective}) among {len(source.results)} measured "
              f"trials: num_envs={chosen.num_envs}, batch_size={chosen.batch_size}, "
              f"num_minibatches={chosen.num_minibatches}",
-             f"measured: peak {format_bytes(chosen.peak_bytes)} {mem} ({_peak_source(chosen)}), "
+             f"measured: peak {format_bytes(rec.peak_bytes)} {mem} ({_peak_source(high)}"
+             f"{among}), "
              f"{fmt.rate(chosen.steps_per_s)} steps/s (median of {chosen.measured_intervals} "
              f"intervals, compile excluded), compile {fmt.seconds(chosen.compile_s)}"]
     for extra in (emission.recommendation.speed_line,

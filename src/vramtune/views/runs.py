@@ -13,7 +13,7 @@ import json
 import pandas as pd
 
 from vramtune import fmt
-from vramtune.records import TrialResult, any_gpu, memory_kind
+from vramtune.records import any_gpu, memory_kind
 from vramtune.results.frame import runs_frame, to_python
 from vramtune.results.store import Run, RunHeader
 from vramtune.tune.recommend import Recommendation
@@ -50,15 +50,21 @@ def run_description(run: Run) -> str:
 def recommendation_line(rec: Recommendation, budget_bytes: int | None) -> str:
     if rec.chosen is None:
         return f"no recommendation: {rec.notice or 'nothing fits'}"
-    return f"recommended ({rec.objective}): {chosen_summary(rec.chosen, budget_bytes)}"
+    return f"recommended ({rec.objective}): {chosen_summary(rec, budget_bytes)}"
 
 
-def chosen_summary(c: TrialResult, budget_bytes: int | None) -> str:
-    """The chosen trial in one sentence: its settings, speed and labelled peak."""
-    share = f" ({c.peak_bytes / budget_bytes:.0%} of budget)" if (budget_bytes and c.peak_bytes) else ""
+def chosen_summary(rec: Recommendation, budget_bytes: int | None) -> str:
+    """The pick in one sentence: its settings, its run's speed, and the highest peak of any
+    run of that size (a run alone may have compiled warm and peaked lower)."""
+    c = rec.chosen
+    assert c is not None
+    peak = rec.peak_bytes
+    share = f"{peak / budget_bytes:.0%} of budget" if (budget_bytes and peak) else ""
+    among = f"the highest of its {rec.runs_of_chosen} runs" if rec.runs_of_chosen > 1 else ""
+    said = "; ".join(w for w in (among, share) if w)
     return (f"num_envs={c.num_envs}, batch_size={c.batch_size}, "
             f"num_minibatches={c.num_minibatches}: {fmt.rate(c.steps_per_s)} steps/s, peak "
-            f"{format_bytes(c.peak_bytes)} {c.memory_label}{share}")
+            f"{format_bytes(peak)} {c.memory_label}{f' ({said})' if said else ''}")
 
 
 def report_markdown(run: Run, rec: Recommendation, table: Table,

@@ -293,3 +293,36 @@ def test_candidates_keep_round_sizes_and_the_narrower_grid():
     sp = SearchSpace(start=1024, max_envs=2048, refine=None, limit_bytes=GiB,
                      is_valid=lambda n: True, candidate=lambda n: n == 1024)
     assert candidates(sp)[:3] == [1024, 1152, 1280]  # too narrow: every valid round size
+
+
+def test_a_size_past_the_boundary_is_named_for_why_it_is_past():
+    # 1024 fitted its trial 8 MB under the 1.2 GB line (the search keeps ~50 MB): the done
+    # step says it is short of room, not that it failed; an OOM is still "fails"
+    import dataclasses
+
+    from vramtune.tune.planner import SearchMethod, plan_round
+
+    line = int(1.2e9)
+
+    def cpu(n, data_mb, status=Status.OK):
+        return TrialResult(status=status, profile="quick", profile_hash="h", num_envs=n,
+                           backend="cpu", batch_size=n, num_minibatches=4, unroll_length=10,
+                           steps_per_s=1000.0 + n if status is Status.OK else None,
+                           host_peak_data_bytes=int(data_mb * 1e6),
+                           host_peak_rss_bytes=int(data_mb * 0.9e6), cap_bytes=line,
+                           budget_bytes=line)
+
+    sp = SearchSpace(start=512, max_envs=2048, refine=0, limit_bytes=line, is_valid=lambda n: True)
+    rows = [cpu(512, 1040), cpu(1024, 1192)]
+    done = plan(rows, sp)
+    assert done.phase is StepKind.DONE
+    assert "between 512 (fits) and 1024 (short of room)" in done.reason, done.reason
+    oom = [cpu(512, 1040), cpu(1024, 1150, Status.OOM)]
+    assert "between 512 (fits) and 1024 (fails)" in plan(oom, sp).reason
+    # the predictive search's words, on the grid's neighbours
+    pred = dataclasses.replace(sp, method=SearchMethod.PREDICTIVE, refine=None, start=896,
+                               max_envs=1024)
+    rows = [cpu(896, 1100), cpu(960, 1150), cpu(1024, 1192)]
+    steps = plan_round(rows, pred)
+    assert steps[0].phase is StepKind.DONE
+    assert "960 fits, 1024 is short of room" in steps[0].reason, steps[0].reason

@@ -223,3 +223,27 @@ def test_short_of_room_fits_a_rollout_model_and_names_the_trial_it_judged():
     rec = choose(rows, line, 0.0, Objective.MAX_ENVS)
     assert rec.reasons[640].startswith("short of room (fit its trial 14.31 MiB under"), \
         rec.reasons[640]
+
+
+def test_the_pick_quotes_the_highest_peak_of_its_size_not_its_fastest_run():
+    # the fastest run of 512 is a run alone on a warm compile cache, ~200 MB lower than the
+    # cold search trial and the confirming run: the summary says what a cold run will use
+    from vramtune.records import Purpose
+    from vramtune.views.runs import chosen_summary
+
+    def cpu(n, rss_mb, sps, purpose=Purpose.SEARCH):
+        return TrialResult(status=Status.OK, profile="quick", profile_hash="h", num_envs=n,
+                           backend="cpu", batch_size=n, num_minibatches=4, unroll_length=10,
+                           steps_per_s=sps, host_peak_rss_bytes=int(rss_mb * 2**20),
+                           purpose=purpose)
+
+    rows = [cpu(128, 700, 40_000), cpu(512, 878, 50_000), cpu(512, 685, 60_000, Purpose.ALONE),
+            cpu(512, 902, 55_000, Purpose.CONFIRM)]
+    rec = choose(rows, 2 * GB, 0.1, Objective.THROUGHPUT)
+    assert rec.chosen.purpose is Purpose.ALONE and rec.chosen.num_envs == 512
+    assert rec.peak_bytes == int(902 * 2**20) and rec.runs_of_chosen == 3
+    text = chosen_summary(rec, 2 * GB)
+    assert "peak 902.00 MiB host RAM (the highest of its 3 runs; 47% of budget)" in text, text
+    # one run of the size: nothing to say beyond its share
+    single = choose([cpu(128, 700, 40_000)], 2 * GB, 0.1)
+    assert chosen_summary(single, 2 * GB).endswith("peak 700.00 MiB host RAM (37% of budget)")

@@ -60,7 +60,8 @@ def test_every_k_finds_the_grid_truth_and_more_workers_need_no_more_rounds(k):
         above = min(r.num_envs for r in run.results if r.num_envs > run.found)
         assert run.found <= truth and (above > truth or above in short), (limit, k, run.rounds)
         assert run.found == truth or "within one run's jitter" in run.final.reason or (
-            above in short and "fails" in run.final.reason), (limit, k, run.rounds, short)
+            above in short and f"{above} is short of room" in run.final.reason), (
+            limit, k, run.rounds, short)
         assert all(len(r) <= k for r in run.rounds)
         assert all(n in candidates(sp) for r in run.rounds for n in r)
         rounds[limit] = len(run.rounds)
