@@ -26,7 +26,12 @@ from vramtune.records import STOPPERS, Purpose, Status, TrialResult
 from vramtune.tune import search
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.pool import PoolModel
-from vramtune.tune.recommend import does_not_fit_words, past_boundary, ruled_out
+from vramtune.tune.recommend import (
+    does_not_fit_words,
+    over_failed_proof,
+    past_boundary,
+    ruled_out,
+)
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile
 from vramtune.workload.rules import ScalingPolicy
@@ -157,13 +162,13 @@ def plan(results: Sequence[TrialResult], space: SearchSpace,
     spent = [r for r in refined if r.purpose is Purpose.SEARCH
              and (proof_fail is None or r.num_envs < proof_fail)]
     if space.refine is not None and len(spent) >= space.refine:
-        return Step(StepKind.DONE, None, f"boundary between {lo} (fits) and {hi} "
-                                      f"({_past_label(results, hi, over)}) after "
+        why = past_label(results, hi, over, space.limit_bytes)
+        return Step(StepKind.DONE, None, f"boundary between {lo} (fits) and {hi} ({why}) after "
                                       f"{len(refined)} refinement trial(s)")
     size = refinement_size(lo, hi, space, by_size)
     if size is None:
-        return Step(StepKind.DONE, None, f"boundary found: {lo} fits, "
-                                      f"{_past_clause(results, hi, over)}, and no valid size "
+        past = _past_clause(results, hi, over, space.limit_bytes)
+        return Step(StepKind.DONE, None, f"boundary found: {lo} fits, {past}, and no valid size "
                                       f"lies between")
     return Step(StepKind.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
 
@@ -246,21 +251,26 @@ def _last_line(text: str | None) -> str:
     return lines[-1][:160] if lines else "no message"
 
 
-def _past_label(results: Sequence[TrialResult], hi: int, over: Mapping[int, int]) -> str:
-    """Why the smallest size past the boundary is past it, in a word or three: it failed a
-    run, or every run of it fitted and it is ruled out (``recommend.ruled_out``) because a
-    proof failed at or below it, or because its trial left too little room."""
+def past_label(results: Sequence[TrialResult], hi: int, over: Mapping[int, int],
+               limit_bytes: int | None) -> str:
+    """Why ``hi``, the smallest size past the boundary, is past it, in a few words: a run of
+    it failed; or every run of it fitted and it is ruled out (``over``:
+    ``recommend.ruled_out``) because its run peaked above the cap a larger size's proof ran
+    out of memory under, or because its trial left less room than the search keeps; or it
+    finished over the line."""
     runs = [r for r in results if r.num_envs == hi]
-    if not runs or hi not in over or any(r.status is not Status.OK for r in runs):
+    if not runs or any(r.status is not Status.OK for r in runs):
         return "fails"
-    if any(r.purpose is not Purpose.SEARCH and r.status is not Status.OK and r.num_envs <= hi
-           for r in results):
+    if hi in over_failed_proof(results, limit_bytes):
         return "past a failed proof"
-    return "short of room"
+    if hi in over:
+        return "short of room"
+    return "over the line"
 
 
-def _past_clause(results: Sequence[TrialResult], hi: int, over: Mapping[int, int]) -> str:
-    label = _past_label(results, hi, over)
+def _past_clause(results: Sequence[TrialResult], hi: int, over: Mapping[int, int],
+                 limit_bytes: int | None) -> str:
+    label = past_label(results, hi, over, limit_bytes)
     return f"{hi} {label}" if label == "fails" else f"{hi} is {label}"
 
 
@@ -427,8 +437,10 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1,
         reason = proposal.reason
         if proposal.fails is not None:  # the search's words say "fails" of any size past it
             hi = proposal.fails
-            reason = (reason.replace(f" {hi} fails", f" {_past_clause(results, hi, over)}")
-                      .replace(f" {hi} (fails)", f" {hi} ({_past_label(results, hi, over)})"))
+            why = past_label(results, hi, over, space.limit_bytes)
+            past = _past_clause(results, hi, over, space.limit_bytes)
+            reason = reason.replace(f" {hi} fails", f" {past}").replace(f" {hi} (fails)",
+                                                                         f" {hi} ({why})")
         return [Step(StepKind.DONE, None, _done_words(reason))]
     phase = _PHASES.get(proposal.phase, StepKind.REFINING)
     return [Step(phase, n, _step_words(proposal, n), proposal.predicted.get(n))

@@ -244,7 +244,8 @@ def budgets_table(source: Measurements, emissions: Sequence[Emission],
                      fmt.NA]
         else:
             cells = [budget_label(emission.budget_bytes), str(r.num_envs), str(r.batch_size),
-                     str(r.num_minibatches), format_bytes(r.peak_bytes), fmt.rate(r.steps_per_s)]
+                     str(r.num_minibatches), format_bytes(emission.recommendation.peak_bytes),
+                     fmt.rate(r.steps_per_s)]
         rows.append(cells + [file or fmt.NA] if any(files) else cells)
     return Table.from_rows(columns, rows)
 
@@ -293,12 +294,14 @@ def cards_table(cards: Sequence[CardEmissions],
         names = list(files[i]) if files is not None else [None] * len(emissions)
         for emission, file in zip(emissions, names, strict=True):
             r = emission.chosen
+            # the size's highest peak over its runs, as the file's header quotes it
+            peak = emission.recommendation.peak_bytes if r is not None else None
             cells = [card, source.device, budget_label(emission.budget_bytes)]
             if r is None:
                 cells += ["does not fit", fmt.NA, fmt.NA, fmt.NA, source.memory_label, fmt.NA]
             else:
                 cells += [str(r.num_envs), str(r.batch_size), str(r.num_minibatches),
-                          format_bytes(r.peak_bytes), source.memory_label,
+                          format_bytes(peak), source.memory_label,
                           fmt.rate(r.steps_per_s)]
             rows.append(cells + [file or fmt.NA] if shown_files else cells)
             raw.append({"card": card, "device": source.device,
@@ -306,7 +309,7 @@ def cards_table(cards: Sequence[CardEmissions],
                         "num_envs": r.num_envs if r else None,
                         "batch_size": r.batch_size if r else None,
                         "num_minibatches": r.num_minibatches if r else None,
-                        "peak_bytes": r.peak_bytes if r else None, "memory": source.memory_label,
+                        "peak_bytes": peak, "memory": source.memory_label,
                         "steps_per_s": r.steps_per_s if r else None,
                         "confirmed": emission.recommendation.confirmation is not None,
                         "run_dirs": source.label, **({"file": file} if shown_files else {})})

@@ -132,8 +132,8 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
     if c is not None:
         for ax in (ax_mem, ax_speed):
             ax.axvline(c.num_envs, color="tab:blue", linewidth=6, alpha=0.12)
-        if c.peak_bytes is not None:
-            ax_mem.plot([c.num_envs], [c.peak_bytes / scale], "*", color="tab:blue",
+        if rec.peak_bytes is not None:  # its size's highest peak, as the summary quotes
+            ax_mem.plot([c.num_envs], [rec.peak_bytes / scale], "*", color="tab:blue",
                         markersize=16, label=f"recommended: {c.num_envs} envs")
         if c.steps_per_s is not None:
             ax_speed.plot([c.num_envs], [c.steps_per_s], "*", color="tab:blue", markersize=16)

@@ -319,6 +319,17 @@ def test_a_size_past_the_boundary_is_named_for_why_it_is_past():
     assert "between 512 (fits) and 1024 (short of room)" in done.reason, done.reason
     oom = [cpu(512, 1040), cpu(1024, 1150, Status.OOM)]
     assert "between 512 (fits) and 1024 (fails)" in plan(oom, sp).reason
+    # past a failed proof: 768 fitted its trial, and its confirming run ran out of memory
+    # under a 1.0 GB cap, which 640's trial peaked above (with room under the line to spare)
+    from vramtune.records import Purpose
+    proof = dataclasses.replace(cpu(768, 990, Status.OOM), purpose=Purpose.CONFIRM,
+                                cap_bytes=int(1.0e9))
+    rows = [cpu(512, 950), cpu(1024, 1150, Status.OOM), cpu(768, 1050), proof, cpu(640, 1010)]
+    two = dataclasses.replace(sp, refine=1)  # one search trial below the failed proof
+    assert "between 512 (fits) and 640 (past a failed proof)" in plan(rows, two).reason
+    # a run that finished above the line (uncapped) is over it, not failed
+    over = [cpu(512, 1040), dataclasses.replace(cpu(1024, 1250), cap_bytes=None)]
+    assert "between 512 (fits) and 1024 (over the line)" in plan(over, sp).reason
     # the predictive search's words, on the grid's neighbours
     pred = dataclasses.replace(sp, method=SearchMethod.PREDICTIVE, refine=None, start=896,
                                max_envs=1024)

@@ -354,3 +354,22 @@ def test_emitted_files_hold_training_settings_only(name, fmt_):
     assert all(block[k] == v for k, v in profile.ppo.items() if k not in measured)
     if "run_evals" not in profile.ppo:
         assert "run_evals" not in block  # brax's default (evaluation on) stays the default
+
+
+def test_the_pick_s_peak_is_the_highest_of_its_runs_in_the_header_and_the_table():
+    # 256's fastest run is a run alone that compiled warm (600 MiB); its cold search trial
+    # peaked at 906 MiB: the file's header and the table both quote 906
+    import dataclasses
+
+    from vramtune.records import Purpose
+
+    run = cpu_run()
+    alone = dataclasses.replace(trial(256, 600 * MiB, 60000.0, gpu=False, budget=3 * GB),
+                                purpose=Purpose.ALONE)
+    source = merge_runs([dataclasses.replace(run, results=(*run.results, alone))])
+    emission = choose_for_budget(source, 2 * GB, Objective.THROUGHPUT)
+    assert emission.chosen.num_envs == 256 and emission.chosen.purpose is Purpose.ALONE
+    text = render(source, emission, ConfigFormat.BRAX, mem_fraction_var=VAR)
+    assert "measured: peak 906.00 MiB host RAM (exact peak RSS, the highest of its 2 runs)" in text
+    table = markdown_table(source, [emission], [None])
+    assert "906.00 MiB" in table and "600.00 MiB" not in table
