@@ -36,16 +36,19 @@ def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path, quick_sh
     profile = tmp_path / "quick.yaml"
     profile.write_text(yaml.safe_dump(data, sort_keys=False))
     # --no-cache: a warm compile cache skips compilation and its ~150 MB of host memory, which
-    # would move the CPU boundary depending on what ran before. At 1.45 GB (a 1.22 GiB line)
-    # 1024 leaves ~120 MiB, twice what the search keeps for jitter, and 2048 (and 1536) run out
-    # of memory: sizes far from the line on both sides. At 1.3 GB, 1024 sits ~30 MiB over the
-    # line, within one run's jitter: it now and then fitted, short of room, and no trial failed.
+    # would move the CPU boundary depending on what ran before. At 1.5 GB (a 1,287 MiB line),
+    # 1024's cold trials peak 1,116-1,181 MiB (data segment): 106-171 MiB of room, twice what
+    # the search keeps for jitter, and its proofs 1,137-1,193 MiB, 60+ MiB under the proof's
+    # cap. 2048's peak 1,365-1,436 MiB: out of memory every time. 1536 (1,260-1,331 MiB) sits
+    # at the line: out of memory, or fitted short of room; either way past it. At 1.3 GB,
+    # 1024 sat within one run's jitter of the line: it now and then fitted, short of room, and
+    # no trial failed; at 1.45 GB its proof came within ~15 MiB of the proof's cap.
     # --search bisect: doubling, then bisection (tests/integration/test_search.py
     # sweeps with the predictive default). --confirm-steps 10: the long confirming run is
     # tested in test_fidelity; here it only has to happen, at the recommended size. --start
     # 1024: one doubling to the failure (every trial here compiles cold, 13-39 s on 2 cores).
     proc = run_cli("sweep", "--profile", str(profile), "--start", "1024", "--max-envs", "4096",
-                   "--gpu-mem", "1.45GB", "--speed-margin", "50%",
+                   "--gpu-mem", "1.5GB", "--speed-margin", "50%",
                    "--refine", "1", "--no-cache", "--search", "bisect", "--confirm-steps", "10",
                    "--out", str(run_dir), timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -60,7 +63,7 @@ def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path, quick_sh
     first_fail = next(i for i, t in enumerate(trials) if t["status"] != "ok")
     assert statuses[first_fail] == "oom", statuses
     assert sizes[:first_fail + 1] == [1024, 2048, 4096][:first_fail + 1]
-    assert first_fail >= 1, "1024 envs fit in 1.45 GB"
+    assert first_fail >= 1, "1024 envs fit in 1.5 GB"
     assert len(sizes) == first_fail + 2  # one refinement trial, between the two
     assert sizes[first_fail - 1] < sizes[-1] < sizes[first_fail]
     oom = trials[first_fail]
@@ -89,7 +92,7 @@ def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path, quick_sh
     assert all(t["num_envs"] in fitted for t in alone), alone
     assert len(alone) % 2 == 0 and len(alone) <= 6  # whole A B pairs, at most 3
     assert "confirmed: " in out
-    assert f"next: vramtune emit-config {run_dir} --gpu-mem 1.45GB" in out
+    assert f"next: vramtune emit-config {run_dir} --gpu-mem 1.5GB" in out
 
 
 def _wait_for(proc: subprocess.Popen, text: str, lines: list[str], timeout: float = 120) -> None:
