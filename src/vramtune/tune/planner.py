@@ -162,12 +162,12 @@ def plan(results: Sequence[TrialResult], space: SearchSpace,
     spent = [r for r in refined if r.purpose is Purpose.SEARCH
              and (proof_fail is None or r.num_envs < proof_fail)]
     if space.refine is not None and len(spent) >= space.refine:
-        why = past_label(results, hi, over, space.limit_bytes)
+        why = past_labels(results, over, space.limit_bytes).get(hi, "fails")
         return Step(StepKind.DONE, None, f"boundary between {lo} (fits) and {hi} ({why}) after "
                                       f"{len(refined)} refinement trial(s)")
     size = refinement_size(lo, hi, space, by_size)
     if size is None:
-        past = _past_clause(results, hi, over, space.limit_bytes)
+        past = search.past_clause(hi, past_labels(results, over, space.limit_bytes).get(hi, "fails"))
         return Step(StepKind.DONE, None, f"boundary found: {lo} fits, {past}, and no valid size "
                                       f"lies between")
     return Step(StepKind.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
@@ -251,27 +251,26 @@ def _last_line(text: str | None) -> str:
     return lines[-1][:160] if lines else "no message"
 
 
-def past_label(results: Sequence[TrialResult], hi: int, over: Mapping[int, int],
-               limit_bytes: int | None) -> str:
-    """Why ``hi``, the smallest size past the boundary, is past it, in a few words: a run of
-    it failed; or every run of it fitted and it is ruled out (``over``:
-    ``recommend.ruled_out``) because its run peaked above the cap a larger size's proof ran
-    out of memory under, or because its trial left less room than the search keeps; or it
-    finished over the line."""
-    runs = [r for r in results if r.num_envs == hi]
-    if not runs or any(r.status is not Status.OK for r in runs):
-        return "fails"
-    if hi in over_failed_proof(results, limit_bytes):
-        return "past a failed proof"
-    if hi in over:
-        return "short of room"
-    return "over the line"
-
-
-def _past_clause(results: Sequence[TrialResult], hi: int, over: Mapping[int, int],
-                 limit_bytes: int | None) -> str:
-    label = past_label(results, hi, over, limit_bytes)
-    return f"{hi} {label}" if label == "fails" else f"{hi} is {label}"
+def past_labels(results: Sequence[TrialResult], over: Mapping[int, int],
+                limit_bytes: int | None) -> dict[int, str]:
+    """Why each size past the boundary whose every run fitted is past it, in a few words: its
+    run peaked above the cap a larger size's proof ran out of memory under, or its trial left
+    less room than the search keeps (``over``: ``recommend.ruled_out``), or it finished over
+    the line. Sizes with a failed run are not listed: they fail."""
+    failed = {r.num_envs for r in results if r.status is not Status.OK}
+    after_proof = over_failed_proof(results, limit_bytes)
+    labels: dict[int, str] = {}
+    for r in results:
+        n = r.num_envs
+        if n in failed or n in labels:
+            continue
+        if n in after_proof:
+            labels[n] = "past a failed proof"
+        elif n in over:
+            labels[n] = "short of room"
+        elif past_boundary(r, limit_bytes):
+            labels[n] = "over the line"
+    return labels
 
 
 def _failure_words(result: TrialResult, limit_bytes: int | None,
@@ -357,7 +356,7 @@ def model_limit_bytes(results: Sequence[TrialResult], limit_bytes: int) -> int:
 
 
 def as_trial(result: TrialResult, limit_bytes: int | None, pool: bool = False, *,
-             ruled_out: bool = False) -> search.Trial:
+             ruled_out: bool = False, past_why: str | None = None) -> search.Trial:
     """The search's view of a record; ``pool`` (``uses_pool``): the figure is the allocator's
     pool, with the live peak beside it; ``ruled_out``: the size is past the boundary by a
     failed proof's cap or short of room (``recommend.ruled_out``), a failure to the
@@ -379,7 +378,7 @@ def as_trial(result: TrialResult, limit_bytes: int | None, pool: bool = False, *
                         float(figure) if figure is not None else None,
                         shape if None not in shape else None, over,  # type: ignore[arg-type]
                         proof=proof, live_bytes=float(live) if live is not None else None,
-                        room_bytes=room)
+                        room_bytes=room, past_why=past_why)
 
 
 def search_space(results: Sequence[TrialResult], space: SearchSpace,
@@ -422,7 +421,9 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1,
     pool = uses_pool(results)
     if over is None:
         over = ruled_out(results, space.limit_bytes)
-    trials = [as_trial(r, space.limit_bytes, pool, ruled_out=r.num_envs in over) for r in results]
+    why = past_labels(results, over, space.limit_bytes)
+    trials = [as_trial(r, space.limit_bytes, pool, ruled_out=r.num_envs in over,
+                       past_why=why.get(r.num_envs)) for r in results]
     stopper = next((r for r in results if r.status in STOPPERS), None)
     if stopper is not None:  # the message says why, as plan() does
         return [Step(StepKind.DONE, None, f"stopped: num_envs={stopper.num_envs} ended in "
@@ -434,14 +435,7 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1,
             last = next((r for r in reversed(results) if r.num_envs == proposal.fails), None)
             why = "failed" if last is None else _failure_words(last, space.limit_bytes, over)
             return [Step(StepKind.DONE, None, does_not_fit_words(results, proposal.fails, why))]
-        reason = proposal.reason
-        if proposal.fails is not None:  # the search's words say "fails" of any size past it
-            hi = proposal.fails
-            why = past_label(results, hi, over, space.limit_bytes)
-            past = _past_clause(results, hi, over, space.limit_bytes)
-            reason = reason.replace(f" {hi} fails", f" {past}").replace(f" {hi} (fails)",
-                                                                         f" {hi} ({why})")
-        return [Step(StepKind.DONE, None, _done_words(reason))]
+        return [Step(StepKind.DONE, None, _done_words(proposal.reason))]
     phase = _PHASES.get(proposal.phase, StepKind.REFINING)
     return [Step(phase, n, _step_words(proposal, n), proposal.predicted.get(n))
             for n in proposal.sizes]

@@ -50,6 +50,12 @@ class Recommendation:
         return r.peak_bytes if r is not None else None
 
     @property
+    def peak_among(self) -> str | None:
+        """'the highest of its 3 runs' where the size ran more than once, else None."""
+        return (f"the highest of its {self.runs_of_chosen} runs" if self.runs_of_chosen > 1
+                else None)
+
+    @property
     def remeasure(self) -> tuple[int, ...]:
         """Two sizes whose comparison is unresolved and could change the pick: measure them
         again, alone and interleaved. Empty: the pick is decided."""

@@ -85,6 +85,8 @@ class Trial:
     proof: bool = False  # a repeat or confirming run that failed: a failure, not a search trial
     live_bytes: float | None = None  # GPU: the allocator's live peak (the pool holds at least it)
     room_bytes: float = 0.0  # a proof run held this far below the limit (``proof_room_bytes``)
+    # why a run that finished ok is past the boundary ('short of room', ...); None: it failed
+    past_why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,24 @@ class Proposal:
     @property
     def done(self) -> bool:
         return not self.sizes
+
+
+def past_label(trials: Sequence[Trial], n: int | None) -> str:
+    """Why size n is past the boundary, in a few words: 'fails' where a run of it failed (or
+    none says otherwise), else its trials' ``past_why`` ('short of room', ...)."""
+    runs = [t for t in trials if t.num_envs == n]
+    if not runs or any(t.status != OK for t in runs):
+        return "fails"
+    return next((t.past_why for t in runs if t.past_why), "fails")
+
+
+def past_clause(n: int, label: str) -> str:
+    """'1024 fails', '1024 is short of room'."""
+    return f"{n} {label}" if label == "fails" else f"{n} is {label}"
+
+
+def _past_clause(trials: Sequence[Trial], n: int) -> str:
+    return past_clause(n, past_label(trials, n))
 
 
 def past_boundary(trial: Trial, limit_bytes: float) -> bool:
@@ -259,7 +279,8 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
         if hi is None:
             return _done(f"no failure up to the largest candidate {grid[-1]} envs: the memory "
                          f"limit lies above it", lo, None)
-        return _done(f"boundary found: {lo} fits, {hi} fails, no candidate between", lo, hi)
+        return _done(f"boundary found: {lo} fits, {_past_clause(trials, hi)}, no candidate "
+                     f"between", lo, hi)
     free = set(bootstrap_sizes(space, k))
     # Refine counts search trials, once per size, below the lowest failed proof run (one
     # that failed its confirmation opens a new interval under it, with the budget afresh).
@@ -269,7 +290,7 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
     left = len(open_) if space.refine is None else space.refine - spent
     if left <= 0:
         return _done(f"refine budget spent: boundary between {lo} (fits) and "
-                     f"{hi if hi is not None else '?'} (fails)", lo, hi)
+                     f"{hi if hi is not None else '?'} ({past_label(trials, hi)})", lo, hi)
     k = min(k, left, len(open_))
     if hi is not None and _only_proof_failed(trials, hi, space.limit_bytes):
         # The model is fitted to search trials, which this size passed: it cannot say where
@@ -327,7 +348,8 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
             and not shifted and walk < WALK and space.resolve_sd and not space.region_bytes:
         step = refinement_step(model, space.resolve_sd, model.interval(lo, _shape(space, lo)))
         if step is not None and hi - lo <= step[1]:
-            return _done(f"boundary found to within one run's jitter: {lo} fits, {hi} fails; "
+            return _done(f"boundary found to within one run's jitter: {lo} fits, "
+                         f"{_past_clause(trials, hi)}; "
                          f"a size between them would be decided by noise (refinement step "
                          f"{step[0] / MIB:.0f} MiB = {space.resolve_sd:g} x the model's sd of one "
                          f"run's peak, {step[1]:.0f} envs at {step[2] / MIB:.3f} MiB/env)",

@@ -48,7 +48,7 @@ from vramtune.tune.planner import (
     as_trial,
     candidates,
     doubling_sizes,
-    past_label,
+    past_labels,
     plan_round,
     refinement_size,
     search_space,
@@ -707,8 +707,8 @@ def search_outcome(results: Sequence[TrialResult], space: SearchSpace, parallel:
             edge = f"{down.base} (fits its search trial; {down.proven} proven)"
         else:
             edge = f"{down.base} (fits)"
-        why = past_label(results, down.hi, ruled_out(results, space.limit_bytes),
-                         space.limit_bytes)
+        why = past_labels(results, ruled_out(results, space.limit_bytes),
+                          space.limit_bytes).get(down.hi, "fails")
         return Step(StepKind.DONE, None, f"{down.words()}; boundary between {edge} "
                                       f"and {down.hi} ({why})")
     return search_round(results, space, parallel)[0]

@@ -86,7 +86,7 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
     mem = chosen.memory_label
     # the size's highest peak, not its fastest run's (a run alone may have compiled warm)
     high = rec.highest if rec.highest is not None else chosen
-    among = f", the highest of its {rec.runs_of_chosen} runs" if rec.runs_of_chosen > 1 else ""
+    among = f", {rec.peak_among}" if rec.peak_among else ""
     budget = budget_label(emission.budget_bytes)
     limit = both_units(emission.recommendation.limit_bytes)
     lines = [header_line(str(fmt_), source.profile.name, source.profile_hash, source.profile.env),

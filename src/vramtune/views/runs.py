@@ -60,8 +60,7 @@ def chosen_summary(rec: Recommendation, budget_bytes: int | None) -> str:
     assert c is not None
     peak = rec.peak_bytes
     share = f"{peak / budget_bytes:.0%} of budget" if (budget_bytes and peak) else ""
-    among = f"the highest of its {rec.runs_of_chosen} runs" if rec.runs_of_chosen > 1 else ""
-    said = "; ".join(w for w in (among, share) if w)
+    said = "; ".join(w for w in (rec.peak_among, share) if w)
     return (f"num_envs={c.num_envs}, batch_size={c.batch_size}, "
             f"num_minibatches={c.num_minibatches}: {fmt.rate(c.steps_per_s)} steps/s, peak "
             f"{format_bytes(peak)} {c.memory_label}{f' ({said})' if said else ''}")
