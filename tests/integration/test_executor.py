@@ -28,7 +28,7 @@ def _standby_alive(executor: LocalExecutor) -> int | None:
     return standby.proc.pid if standby is not None and standby.usable() else None
 
 
-def test_next_trial_runs_in_the_standby_unless_its_cap_differs_and_close_leaves_nothing(
+def test_next_trial_runs_in_the_standby_unless_its_cap_is_higher_and_close_leaves_nothing(
         quick_short):
     executor = LocalExecutor()
     profile = load_profile(quick_short)
@@ -44,6 +44,12 @@ def test_next_trial_runs_in_the_standby_unless_its_cap_differs_and_close_leaves_
     other = executor.run(_warm(profile, 128, budget_bytes=3 * 10**9))
     assert other.status is Status.OK and other.cap == "RLIMIT_DATA=3000000000"
     assert not any("warm standby" in n for n in other.notes)
+    # a lower cap (a proof run's, held below the line) runs in the standby, which lowers its
+    # own limit to the spec's: the limit in force is the lower one
+    lower = executor.run(_warm(profile, 128, budget_bytes=3 * 10**9, cap_bytes=2_500_000_000))
+    assert lower.status is Status.OK and lower.cap == "RLIMIT_DATA=2500000000"
+    assert any("warm standby" in n for n in lower.notes)
+    assert lower.rlimit_data_bytes == 2_500_000_000
     leftover = _standby_alive(executor)
     executor.close()
     assert leftover is not None and not psutil.pid_exists(leftover) or \

@@ -488,6 +488,11 @@ def main(argv: list[str]) -> int:
             os._exit(0)  # the parent closed us: no trial came
         watch_parent_stdin()
         spec = TrialSpec.read(line)
+        # The spec's cap may be lower than the one this standby started under (a proof run is
+        # held below the line): lower it before the backend starts. Imports hold ~0.3 GB, far
+        # under any cap a trial runs at; a limit below what is mapped already fails the next
+        # allocation, as it would have from the start.
+        set_rlimit_data(spec.rlimit_data_bytes)
     else:
         spec = TrialSpec.read(argv[1])
         set_rlimit_data(spec.rlimit_data_bytes)

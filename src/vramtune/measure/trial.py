@@ -31,7 +31,6 @@ from vramtune.measure.process import (
     child_command,
     child_env,
     kill_group,
-    standby_key,
     trial_dir,
 )
 from vramtune.measure.wire import PROOF_FIELDS, ChildReport, Launched, TrialSpec
@@ -330,7 +329,7 @@ class RunningTrial:
         if nvml is not None and nvml.available and cap.backend == "gpu":
             monitor = GpuMonitor(nvml, cap.visible_uuids)
         notes = list(cap.notes)
-        if standby is not None and (standby.key != standby_key(cap) or not standby.usable()):
+        if standby is not None and (not standby.fits(cap) or not standby.usable()):
             standby.close()
             standby = None
         started = time.perf_counter()
