@@ -331,8 +331,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         if not on_cpu:
             steps_per_epoch = max(steps_per_epoch, measure.gpu_steps_per_epoch)
         if fixed_steps:
-            # Evaluate about ten times over the run, as a user's num_evals would, not after
-            # every training step: the memory is the same, the time is not.
+            # Evaluate CONFIRM_EVALS times over the longest run, not after every training
+            # step: the memory is the same, the time is not; often enough for the run to end
+            # at its floor once memory holds.
             steps_per_epoch = max(1, -(-int(fixed_steps) // CONFIRM_EVALS))
         # brax trains num_resets_per_eval epochs (a reset of every env after each) between two
         # progress calls, each of ceil(steps / resets) training steps, and its training/sps

@@ -18,7 +18,11 @@ from typing import Any
 EVENT_PREFIX = "@@vramtune "
 
 
-CONFIRM_EVALS = 10  # evaluations over a confirming run
+# Evaluations over a confirming run's longest length: at the default 50 steps one every 2,
+# so that the run can end at its 10-step floor once memory holds over the latter half of
+# its reports (with one every 5 it could not end before 20: every proof that passed in the
+# recorded rounds ran 20, its memory steady from 10, and every one that failed died by 10).
+CONFIRM_EVALS = 25
 CONFIRM_MIN_EVALS = 2  # evaluations after training began, before a confirming run may end
 
 
