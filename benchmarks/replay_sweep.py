@@ -166,7 +166,7 @@ def sweep_once(rec: Recorded, budget: float, sd: float, offset: float, seed: int
     if n is not None:
         user = phi((budget - rec.mean(n) - offset) / sd)
         above = phi((budget - rec.mean(n) - offset - 4 * sd) / sd)
-    return {"pick": n, "search": searched, "first_proof_ok": bool(proofs)
+    return {"results": results, "pick": n, "search": searched, "first_proof_ok": bool(proofs)
             and proofs[0].status is Status.OK, "user": user, "above": above,
             "wall_floor": fl["all_trials_s"] / fl["floor_s"] if fl["floor_s"] else None,
             "confirm": (fl["all_trials_s"] / fl["search_trials_s"]
@@ -200,6 +200,39 @@ def summary(rec: Recorded, sd: float, offset: float, seeds: int) -> str:
             + " |")
 
 
+def proof_pairs(sweeps: list[list[TrialResult]]) -> list[tuple[bool, float]]:
+    """(passed, MiB) per confirming run with its size's search trial in the same sweep: the
+    proof's peak minus the trial's when it passed, its cap minus the trial's when it ran out
+    of memory (a lower bound on what it would have peaked at)."""
+    out = []
+    for results in sweeps:
+        for t in results:
+            if t.purpose is not Purpose.CONFIRM:
+                continue
+            trial = next((x for x in results if x.num_envs == t.num_envs and x.status is Status.OK
+                          and x.purpose is Purpose.SEARCH and x.host_peak_data_bytes), None)
+            if trial is None or trial.host_peak_data_bytes is None:
+                continue
+            if t.status is Status.OK and t.host_peak_data_bytes is not None:
+                out.append((True, (t.host_peak_data_bytes - trial.host_peak_data_bytes) / MIB))
+            elif t.cap_bytes is not None:
+                out.append((False, (t.cap_bytes - trial.host_peak_data_bytes) / MIB))
+    return out
+
+
+def censored_fit(pairs: list[tuple[bool, float]]) -> tuple[int, int]:
+    """The (mean, sd) in whole MiB that maximise the censored normal likelihood of the pairs
+    (a failed proof says only: above its cap). A grid search: the figures are for reading."""
+    def loglik(mean: float, sd: float) -> float:
+        total = 0.0
+        for passed, x in pairs:
+            z = (x - mean) / sd
+            total += (-0.5 * z * z - math.log(sd)) if passed else math.log(max(1e-300, 1 - phi(z)))
+        return total
+    best = max((loglik(m, s), m, s) for m in range(-30, 91) for s in range(6, 81, 2))
+    return best[1], best[2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sd-mib", type=float, nargs="+", default=[24.0])
@@ -209,6 +242,9 @@ def main() -> None:
     parser.add_argument("--aim-sd", type=float, default=None, help="search.AIM_SD to replay")
     parser.add_argument("--resolve-sd", type=float, default=None,
                         help="search.RESOLVE_SD to replay")
+    parser.add_argument("--proof-fit", action="store_true",
+                        help="also fit proof minus trial on the replayed pairs, as on the real "
+                             "ones: what selection alone makes of a true offset")
     args = parser.parse_args()
     if args.aim_sd is not None:
         search.AIM_SD = args.aim_sd
@@ -224,6 +260,21 @@ def main() -> None:
     for sd in args.sd_mib:
         for off in args.offset_mib:
             print(summary(rec, sd * MIB, off * MIB, args.seeds))
+    if args.proof_fit:
+        real = proof_pairs(_records())
+        mean, spread = censored_fit(real)
+        print(f"\nrecorded rounds: {len(real)} confirming runs beside their trial, "
+              f"{sum(not p for p, _ in real)} out of memory: fitted offset {mean:+d} MiB, sd {spread}")
+        print("\n| sd MiB | true offset MiB | pairs | out of memory | fitted offset, sd MiB |"
+              "\n|---|---|---|---|---|")
+        for sd in args.sd_mib:
+            for off in args.offset_mib:
+                sweeps = [sweep_once(rec, b, sd * MIB, off * MIB, 1000 * i + s)["results"]
+                          for i, b in enumerate(BUDGETS) for s in range(args.seeds)]
+                pairs = proof_pairs(sweeps)
+                mean, spread = censored_fit(pairs)
+                print(f"| {sd:g} | {off:g} | {len(pairs)} | {sum(not p for p, _ in pairs)} | "
+                      f"{mean:+d}, {spread} |")
 
 
 if __name__ == "__main__":
