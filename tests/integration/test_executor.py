@@ -40,16 +40,21 @@ def test_next_trial_runs_in_the_standby_unless_its_cap_is_higher_and_close_leave
     assert second.status is Status.OK
     assert any("warm standby" in n for n in second.notes)
     assert second.host_peak_rss_bytes and second.steps_per_s
-    # the standby started beside the second trial has no cap: a capped trial does not use it
+    # the standby started beside the second trial has no cap: a capped trial runs in it, the
+    # standby lowering its limit to the spec's (the limit in force is the trial's)
     other = executor.run(_warm(profile, 128, budget_bytes=3 * 10**9))
     assert other.status is Status.OK and other.cap == "RLIMIT_DATA=3000000000"
-    assert not any("warm standby" in n for n in other.notes)
-    # a lower cap (a proof run's, held below the line) runs in the standby, which lowers its
-    # own limit to the spec's: the limit in force is the lower one
+    assert any("warm standby" in n for n in other.notes)
+    assert other.rlimit_data_bytes == 3 * 10**9
+    # a lower cap (a proof run's, held below the line) runs in the standby started under 3 GB
     lower = executor.run(_warm(profile, 128, budget_bytes=3 * 10**9, cap_bytes=2_500_000_000))
     assert lower.status is Status.OK and lower.cap == "RLIMIT_DATA=2500000000"
     assert any("warm standby" in n for n in lower.notes)
     assert lower.rlimit_data_bytes == 2_500_000_000
+    # a higher one cannot: the standby started under 2.5 GB is closed, a fresh process runs
+    higher = executor.run(_warm(profile, 128, budget_bytes=3 * 10**9))
+    assert higher.status is Status.OK and higher.rlimit_data_bytes == 3 * 10**9
+    assert not any("warm standby" in n for n in higher.notes)
     leftover = _standby_alive(executor)
     executor.close()
     assert leftover is not None and not psutil.pid_exists(leftover) or \

@@ -81,6 +81,9 @@ def _leaky_profile(tmp_path: Path, leak: int) -> Path:
     quick = yaml.safe_load((ROOT / "src/vramtune/profiles/quick.yaml").read_text())
     quick.update(name="leaky", env="tests.workloads_fixture:make_leaking_env",
                  env_kwargs={"leak_bytes_per_env_step": leak})
+    # Evaluation's env steps leak too: 8 eval envs keep that small (0.8 MB an evaluation at
+    # 1000 B), so that the leak follows training steps and not how often a run evaluates.
+    quick["ppo"] = {**quick["ppo"], "num_eval_envs": 8}
     # Its memory never stops growing, so a trial runs to max_intervals: keep that short, and
     # one epoch per interval (min_interval_s 0), so a trial trains 13 steps however fast the
     # machine is (grouped by time, a fast runner's trial ran ~4x longer and leaked as much).
@@ -94,12 +97,12 @@ def _leaky_profile(tmp_path: Path, leak: int) -> Path:
 @pytest.mark.slow
 @pytest.mark.slowest
 def test_a_confirmation_that_fails_steps_down_to_a_smaller_size(tmp_path):
-    # 1000 B per env per env step (evaluation's steps leak too), measured on CPU with quick's
-    # networks under a 1.548 GB cap (1.72 GB - 10%, RLIMIT_DATA 1,476 MiB): the 14-step trials
-    # peak 1,182 / 1,261 MiB at 128 / 256 envs; 256's 50-step run dies at step 40, 192's
-    # peaks 1,473 MiB (ok, or out of memory on a run whose base sits higher: either is a
-    # step-down), 128's is ~1.3 GB. Peaks here move by tens of MB from run to run.
-    profile = _leaky_profile(tmp_path, 1000)
+    # 1300 B per env per env step (8 eval envs, whose steps leak too), measured on CPU with
+    # quick's networks under a 1.548 GB cap (1.72 GB - 10%, RLIMIT_DATA 1,476 MiB): the
+    # 14-step trials peak 993 / 1,096 / 1,128 MiB at 128 / 192 / 256 envs; 256's 50-step run
+    # dies at step 38, 192's at 48 (ok on a run whose base sits lower: either is a
+    # step-down), 128's peaks 1,262 MiB under a 1,437 MiB cap. Peaks move by tens of MB.
+    profile = _leaky_profile(tmp_path, 1300)
     summary, results = _sweep(tmp_path, "--profile", str(profile), "--gpu-mem", "1.72GB",
                               "--start", "128", "--max-envs", "256", "--objective", "max-envs",
                               "--confirm-steps", "50", "--refine", "1")

@@ -1,8 +1,9 @@
 """Trial child: ``python -m vramtune.measure.child SPEC.json``. One real, short, jitted ppo.train.
 
 Everything that could hold memory lives and dies here, so each trial's peak is independent
-of the last (JAX's pool never shrinks, and an OOM leaves it grown). The memory cap is set
-before JAX is imported. Results go to one JSON file, written atomically; progress goes to
+of the last (JAX's pool never shrinks, and an OOM leaves it grown). A memory cap is in force
+before JAX is imported (in a warm standby, the standby's own); the spec's, where lower, before
+the backend starts. Results go to one JSON file, written atomically; progress goes to
 stdout as ``@@vramtune {json}`` lines the parent parses.
 """
 
@@ -490,9 +491,9 @@ def main(argv: list[str]) -> int:
         watch_parent_stdin()
         spec = TrialSpec.read(line)
         # The spec's cap may be lower than the one this standby started under (a proof run is
-        # held below the line): lower it before the backend starts. Imports hold ~0.3 GB, far
-        # under any cap a trial runs at; a limit below what is mapped already fails the next
-        # allocation, as it would have from the start.
+        # held below the line): lower it before the backend starts. Imports hold ~0.35 GiB of
+        # data segment; a limit below what is mapped already fails the next allocation, as it
+        # would have from the start.
         set_rlimit_data(spec.rlimit_data_bytes)
     else:
         spec = TrialSpec.read(argv[1])

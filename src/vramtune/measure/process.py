@@ -213,16 +213,7 @@ class Standby:
         return self.reader.phase is not None and self.reader.phase.phase == "ready"
 
     def fits(self, cap: Cap) -> bool:
-        """Can this standby run a trial under ``cap``: the same environment, and a data
-        segment limit no higher than its own (the child lowers its limit to the spec's once
-        the spec arrives; a lower limit can always be set, a higher one not past the hard
-        limit the standby set). So a proof run, held below the line, runs in the standby the
-        search trial before it left, instead of a fresh process (2-3 s of imports)."""
-        if self.key != standby_key(cap):
-            return False
-        if self.rlimit_data_bytes is None:
-            return cap.rlimit_data_bytes is None
-        return cap.rlimit_data_bytes is not None and cap.rlimit_data_bytes <= self.rlimit_data_bytes
+        return standby_fits(self.key, self.rlimit_data_bytes, cap)
 
     def usable(self) -> bool:
         try:
@@ -250,6 +241,20 @@ class Standby:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+
+
+def standby_fits(key: tuple[Any, ...], rlimit_data_bytes: int | None, cap: Cap) -> bool:
+    """Can a standby started with ``key`` under ``rlimit_data_bytes`` (None: no limit) run a
+    trial under ``cap``: the same environment, and a data segment limit no higher than its
+    own. The child lowers its limit to the spec's once the spec arrives (a limit can always
+    be lowered, never raised past the hard limit the standby set). So a proof run, held below
+    the line, runs in the standby the search trial before it left, instead of a fresh
+    process (2-3 s of imports); a trial with no limit needs a standby with none."""
+    if key != standby_key(cap):
+        return False
+    if rlimit_data_bytes is None:
+        return True
+    return cap.rlimit_data_bytes is not None and cap.rlimit_data_bytes <= rlimit_data_bytes
 
 
 def standby_key(cap: Cap) -> tuple[Any, ...]:

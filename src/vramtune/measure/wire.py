@@ -18,10 +18,9 @@ from typing import Any
 EVENT_PREFIX = "@@vramtune "
 
 
-# Evaluations over a confirming run's longest length: at the default 50 steps one every 2,
-# so that the run can end at its 10-step floor once memory holds over the latter half of
-# its reports (with one every 5 it could not end before 20: every proof that passed in the
-# recorded rounds ran 20, its memory steady from 10, and every one that failed died by 10).
+# Evaluations over a confirming run's ceiling: at the default 50 steps one every 2, so that
+# the run may end at its 10-step floor: it ends once the peak has held over the latter half
+# of its reports, three reports in, which at one every 5 steps is step 20 at the earliest.
 CONFIRM_EVALS = 25
 CONFIRM_MIN_EVALS = 2  # evaluations after training began, before a confirming run may end
 

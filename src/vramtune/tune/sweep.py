@@ -307,7 +307,7 @@ def _prepared(out: Path | None, plan: SweepPlan, previous: Run | None, lock: Run
 
 
 CONFIRM_FACTOR = 10  # a confirming run trains 10x the steps its trial's memory took to settle...
-MIN_CONFIRM_STEPS = 50  # ...and at least 50 (25 epochs of 2 steps): a ceiling, it ends earlier
+MIN_CONFIRM_STEPS = 50  # ...and at least 50 (25 epochs of 2): a ceiling; it may end earlier
 MIN_CONFIRM_FLOOR_STEPS = 10  # a confirming run that ends early trains at least this long
 
 

@@ -5,7 +5,7 @@ import time
 
 from vramtune.measure.cap import plan_cap
 from vramtune.measure.oom import classify_text, diagnosed_death
-from vramtune.measure.process import TAIL_LINE_CHARS, Reader, Standby, standby_key
+from vramtune.measure.process import TAIL_LINE_CHARS, Reader, standby_fits, standby_key
 
 
 def _read(data: bytes) -> list[str]:
@@ -36,21 +36,17 @@ def test_short_lines_are_kept_whole():
                                                                       "x" * (2 * TAIL_LINE_CHARS)]
 
 
-def _standby_under(cap) -> Standby:
-    """A Standby's bookkeeping without its process: ``fits`` reads only what it started with."""
-    standby = Standby.__new__(Standby)
-    standby.key, standby.rlimit_data_bytes = standby_key(cap), cap.rlimit_data_bytes
-    return standby
+def _fits(started, cap) -> bool:
+    return standby_fits(standby_key(started), started.rlimit_data_bytes, cap)
 
 
 def test_a_standby_runs_a_trial_under_its_own_cap_or_a_lower_one_never_a_higher():
-    started = _standby_under(plan_cap(2 * 10**9, None, None))
-    assert started.fits(plan_cap(2 * 10**9, None, None))
-    assert started.fits(plan_cap(1_500_000_000, None, None))  # a proof held below the line
-    assert not started.fits(plan_cap(3 * 10**9, None, None))  # past the hard limit it set
-    assert not started.fits(plan_cap(None, None, None))  # uncapped: not under a limit
-    uncapped = _standby_under(plan_cap(None, None, None))
-    assert uncapped.fits(plan_cap(None, None, None))
-    assert not uncapped.fits(plan_cap(2 * 10**9, None, None))  # the limit is set before imports
-    two_devices = plan_cap(2 * 10**9, None, None, devices=2)  # another environment
-    assert not started.fits(two_devices)
+    started = plan_cap(2 * 10**9, None, None)
+    assert _fits(started, plan_cap(2 * 10**9, None, None))
+    assert _fits(started, plan_cap(1_500_000_000, None, None))  # a proof held below the line
+    assert not _fits(started, plan_cap(3 * 10**9, None, None))  # past the hard limit it set
+    assert not _fits(started, plan_cap(None, None, None))  # no limit: cannot be raised to none
+    uncapped = plan_cap(None, None, None)
+    assert _fits(uncapped, plan_cap(None, None, None))
+    assert _fits(uncapped, plan_cap(2 * 10**9, None, None))  # lowered from none on the spec
+    assert not _fits(started, plan_cap(2 * 10**9, None, None, devices=2))  # another environment
