@@ -19,8 +19,9 @@ EVENT_PREFIX = "@@vramtune "
 
 
 # Evaluations over a confirming run's ceiling: at the default 50 steps one every 2, so that
-# the run may end at its 10-step floor: it ends once the peak has held over the latter half
-# of its reports, three reports in, which at one every 5 steps is step 20 at the earliest.
+# the run may end near its floor (its trial's length, 6-8 steps at the largest sizes): it
+# ends once the peak has held over the latter half of its reports, three reports in, which
+# at one every 5 steps would be step 20 at the earliest.
 CONFIRM_EVALS = 25
 CONFIRM_MIN_EVALS = 2  # evaluations after training began, before a confirming run may end
 

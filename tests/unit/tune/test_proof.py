@@ -274,8 +274,8 @@ def test_after_two_failed_proofs_each_size_is_proven_as_soon_as_it_is_searched()
 
 
 @pytest.mark.parametrize("confirm_steps, trial_steps, floor", [
-    (None, 6, 10),  # a short trial: at least 10
-    (None, 30, 30),  # never shorter than the trial it proves
+    (None, 6, 6),  # as long as the trial it proves, no longer
+    (None, 30, 30),
     (None, None, 10),  # an old record without its length
     (None, 400, 50),  # never above the ceiling (max(50, 10 x settled))
     (80, 6, None),  # --confirm-steps: exactly as long as asked
