@@ -566,3 +566,34 @@ def test_a_step_down_sizes_its_step_with_the_slope_prior_over_a_narrow_span():
     assert n is not None and 192 <= n <= 288
     flat = space(1100 * mb, 128, 4096, resolve_sd=S.RESOLVE_SD)
     assert S.step_down_pick(trials, flat, open_, 128, 416) is None  # the flat fit: prove 128
+
+
+def short(n, mib):
+    return S.Trial(n, Status.OK, mib * MiB, over_limit=True, past_why="short of room")
+
+
+def test_bisection_after_a_miss_stops_within_one_run_s_jitter_too():
+    # Recorded at 1.1 GB (cap = budget): 128, 256 and 512 envs peaked at 978, 932 and
+    # 1,044 MiB, within one run's jitter of each other. 256's low draw read as a miss, and
+    # bisection went on to 384, 320 and 288 on the 32-env grid, each a coin flip of noise.
+    prior = mm.SlopePrior(0.237 * MiB)
+    sp = space(1.1 * GB / MiB, 128, 4096, resolve_sd=S.RESOLVE_SD, prior=prior)
+    trials = [ok(128, 978.0), ok(256, 932.0), short(512, 1044.0)]
+    prop = S.propose(trials, sp)
+    assert prop.done and (prop.fits, prop.fails) == (256, 512)
+    assert "within one run's jitter" in prop.reason
+    bytes_, envs, _ = S.refinement_step(prop.model, S.RESOLVE_SD,
+                                        prop.model.interval(256))
+    assert 512 - 256 <= envs and bytes_ > 0
+
+
+def test_bisection_after_a_miss_goes_on_while_the_bracket_is_wider_than_a_step():
+    # The same low draw with the failure far above: a size between is no coin flip.
+    prior = mm.SlopePrior(0.237 * MiB)
+    sp = space(1.1 * GB / MiB, 128, 4096, resolve_sd=S.RESOLVE_SD, prior=prior)
+    trials = [ok(128, 978.0), ok(256, 932.0), oom(1024)]
+    prop = S.propose(trials, sp)
+    assert not prop.done and all(256 < n < 1024 for n in prop.sizes)
+    # and without a resolution (a GPU's figures), bisection refines to the grid, as before
+    grid_only = space(1.1 * GB / MiB, 128, 4096, prior=prior)
+    assert not S.propose([ok(128, 978.0), ok(256, 932.0), short(512, 1044.0)], grid_only).done
