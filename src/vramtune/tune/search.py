@@ -355,8 +355,7 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                and walk < WALK)
     if hi is not None and space.resolve_sd and not space.region_bytes:
         judge = model if trusted else _jitter_model(trials, space)
-        step = (refinement_step(judge, space.resolve_sd, judge.interval(lo, _shape(space, lo)))
-                if isinstance(judge, mm.Model) else None)
+        step = _jitter_stop_step(judge, space, lo, fallback=not trusted)
         if step is not None and hi - lo <= step[1]:
             return _done(f"boundary found to within one run's jitter: {lo} fits, "
                          f"{_past_clause(trials, hi)}; "
@@ -400,6 +399,24 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
     sizes = _kary_pick(open_, lo, hi, k)
     return Proposal("bisect", tuple(sizes), f"refining between {lo} and {hi}: {_list(sizes)} "
                     f"envs{why}", lo, hi, {}, model, tuple(missed))
+
+
+def _jitter_stop_step(model: mm.Model | pool.PoolModel | None, space: Space, lo: int,
+                      fallback: bool = False) -> tuple[float, float, float] | None:
+    """The refinement step a bracket above lo is held to (``refinement_step``). For the
+    fallback's model (``fallback``), only where it tells growth from jitter (a slope whose
+    lower bound is above 0), and in envs along the slope prior where that is steeper: a
+    near-flat fit through jittery peaks (0.03-0.1 MiB/env where the probe counts 0.237)
+    makes a step of 500-900 envs, and the search would stop short of a size with room."""
+    if not isinstance(model, mm.Model) or not space.resolve_sd:
+        return None
+    if fallback and not model.growth()[1] > 0:
+        return None
+    step = refinement_step(model, space.resolve_sd, model.interval(lo, _shape(space, lo)))
+    if step is None or not fallback or space.prior is None:
+        return step
+    slope = max(step[2], space.prior.bytes_per_env)
+    return step[0], step[0] / slope, slope
 
 
 def refinement_step(model: mm.Model, resolve_sd: float = RESOLVE_SD,

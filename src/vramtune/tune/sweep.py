@@ -333,7 +333,7 @@ def confirm_floor_steps(config: SweepConfig, chosen: TrialResult, steps: int) ->
     when the user fixed the length with ``--confirm-steps``."""
     if config.confirm_steps is not None:
         return None
-    return min(steps, chosen.training_steps or UNKNOWN_FLOOR_STEPS)
+    return min(steps, max(1, chosen.training_steps or UNKNOWN_FLOOR_STEPS))
 
 
 def confirm_timeout_s(config: SweepConfig, chosen: TrialResult, steps: int) -> float:

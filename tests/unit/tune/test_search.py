@@ -576,24 +576,48 @@ def test_bisection_after_a_miss_stops_within_one_run_s_jitter_too():
     # Recorded at 1.1 GB (cap = budget): 128, 256 and 512 envs peaked at 978, 932 and
     # 1,044 MiB, within one run's jitter of each other. 256's low draw read as a miss, and
     # bisection went on to 384, 320 and 288 on the 32-env grid, each a coin flip of noise.
+    # The step, 55 MiB, is 234 envs along the probe's slope: 384 is still worth a trial,
+    # 320 and 288 are not.
     prior = mm.SlopePrior(0.237 * MiB)
     sp = space(1.1 * GB / MiB, 128, 4096, resolve_sd=S.RESOLVE_SD, prior=prior)
     trials = [ok(128, 978.0), ok(256, 932.0), short(512, 1044.0)]
-    prop = S.propose(trials, sp)
-    assert prop.done and (prop.fits, prop.fails) == (256, 512)
+    assert S.propose(trials, sp).sizes == (384,)
+    prop = S.propose([*trials, short(384, 1024.0)], sp)
+    assert prop.done and (prop.fits, prop.fails) == (256, 384)
     assert "within one run's jitter" in prop.reason
-    bytes_, envs, _ = S.refinement_step(prop.model, S.RESOLVE_SD,
-                                        prop.model.interval(256))
-    assert 512 - 256 <= envs and bytes_ > 0
 
 
 def test_bisection_after_a_miss_goes_on_while_the_bracket_is_wider_than_a_step():
-    # The same low draw with the failure far above: a size between is no coin flip.
+    # An untrusted (vague) model with a step the bracket exceeds: bisection goes on.
     prior = mm.SlopePrior(0.237 * MiB)
     sp = space(1.1 * GB / MiB, 128, 4096, resolve_sd=S.RESOLVE_SD, prior=prior)
-    trials = [ok(128, 978.0), ok(256, 932.0), oom(1024)]
+    trials = [ok(128, 900.0), ok(256, 870.0), ok(384, 960.0), oom(1024)]
+    judge = S._jitter_model(trials, sp)
+    step = S.refinement_step(judge, S.RESOLVE_SD, judge.interval(384))
+    assert step is not None and 1024 - 384 > step[1]
     prop = S.propose(trials, sp)
-    assert not prop.done and all(256 < n < 1024 for n in prop.sizes)
+    assert not prop.done and all(384 < n < 1024 for n in prop.sizes)
     # and without a resolution (a GPU's figures), bisection refines to the grid, as before
     grid_only = space(1.1 * GB / MiB, 128, 4096, prior=prior)
     assert not S.propose([ok(128, 978.0), ok(256, 932.0), short(512, 1044.0)], grid_only).done
+
+
+def test_a_flat_fit_after_a_miss_does_not_stop_the_search_short_of_room():
+    # No prior, three peaks within 12 MiB over 128-512 envs: a slope of ~0.03 MiB/env whose
+    # lower bound is below 0 would make a step of ~900 envs and stop at 512 / 1024, where
+    # 768 has ~60 MiB of room. A fit that cannot tell growth from jitter sizes no step.
+    sp = space(1.1 * GB / MiB, 128, 4096, resolve_sd=S.RESOLVE_SD)
+    prop = S.propose([ok(128, 978.0), ok(256, 985.0), ok(512, 990.0), oom(1024)], sp)
+    assert not prop.done and all(512 < n < 1024 for n in prop.sizes)
+
+
+def test_after_a_miss_the_step_in_envs_follows_the_prior_where_it_is_steeper():
+    # A shallow but positive fit (0.1 MiB/env) would make the step 2.4x as many envs as
+    # the probe's slope does: the step is taken along the steeper of the two.
+    prior = mm.SlopePrior(0.237 * MiB)
+    sp = space(1.1 * GB / MiB, 128, 4096, resolve_sd=S.RESOLVE_SD, prior=prior)
+    trials = [ok(128, 978.0), ok(256, 932.0), short(512, 1044.0)]
+    judge = S._jitter_model(trials, sp)
+    step = S._jitter_stop_step(judge, sp, 256, fallback=True)
+    assert step is not None and step[2] >= prior.bytes_per_env
+    assert step[1] == pytest.approx(step[0] / step[2])
