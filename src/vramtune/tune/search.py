@@ -35,8 +35,9 @@ that fits and the smallest that fails are adjacent candidates.
    after WALK consecutive candidates fitted at the top with nothing failed yet, a gallop up
    the grid (1, 2, 4 candidates), not a doubling past the edge. The model is asked again on
    every call. Where peaks jitter, bisection too stops at a bracket no wider than one
-   refinement step (from the model that sizes a proof's room): a miss says the model cannot
-   aim, not that one run resolves a finer step.
+   refinement step (from the model that sizes a proof's room, where its slope is told from
+   jitter, in envs along the steeper of it and the prior): a miss says the model cannot aim,
+   not that one run resolves a finer step.
 
 On a GPU's pool (``Space.region_bytes``: the allocator grows it in whole regions, and a trial
 runs out of memory when it would grow past its limit) the model is ``tune.pool``'s: the
