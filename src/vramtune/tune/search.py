@@ -344,14 +344,13 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
         model = _shifted(model, aim, n)
         shifted = f"; the line raised so that {n} envs, which ran out of memory, sits at the limit"
         missed = []
-    # Only where the model is trusted as it stands (no miss, no line raised after one, not
-    # walking up past it) and the space says peaks jitter (a CPU's data segment; not a GPU's
-    # allocator figures, nor a pool of regions, whose rounding is the model's, not a run's).
-    # Where the model is not trusted to aim, bisection takes over, and a bracket narrower
-    # than one run resolves is as much noise to it: the step then comes from the model that
-    # sizes a proof's room (``_jitter_model``), not the one that missed. On quick at 1.1 GB
-    # the peaks of 128-512 envs lie within one run's jitter of each other; one low draw
-    # read as a miss, and bisection spent 3-4 more trials on a 32-env grid.
+    # Only where the space says peaks jitter (a CPU's data segment; not a GPU's allocator
+    # figures, nor a pool of regions, whose rounding is the model's, not a run's). The step
+    # is the aiming model's where it is trusted as it stands (no miss, no line raised after
+    # one, not walking up past it); otherwise bisection takes over, and a bracket narrower
+    # than one run resolves is as much noise to it, so the step comes from the model that
+    # sizes a proof's room (``_jitter_model``; on quick at 1.1 GB, 128-512 envs peak within
+    # one run's jitter of each other and one low draw reads as a miss).
     trusted = (isinstance(model, mm.Model) and not missed and not vague and not shifted
                and walk < WALK)
     if hi is not None and space.resolve_sd and not space.region_bytes:
