@@ -38,7 +38,7 @@ from bench_search import floor
 
 from vramtune.measure.footprint import Footprint, SizeFootprint
 from vramtune.records import Objective, Purpose, Status, TrialResult
-from vramtune.tune import search
+from vramtune.tune import planner, search
 from vramtune.tune.prior import slope_prior
 from vramtune.tune.recommend import choose
 from vramtune.tune.sweep import SweepConfig, next_steps, trial_request
@@ -242,6 +242,8 @@ def main() -> None:
     parser.add_argument("--aim-sd", type=float, default=None, help="search.AIM_SD to replay")
     parser.add_argument("--resolve-sd", type=float, default=None,
                         help="search.RESOLVE_SD to replay")
+    parser.add_argument("--grid-bits", type=int, default=None,
+                        help="planner.ROUND_GRID_BITS to replay (the candidates' significant bits)")
     parser.add_argument("--proof-fit", action="store_true",
                         help="also fit proof minus trial on the replayed pairs, as on the real "
                              "ones: what selection alone makes of a true offset")
@@ -250,6 +252,8 @@ def main() -> None:
         search.AIM_SD = args.aim_sd
     if args.resolve_sd is not None:
         search.RESOLVE_SD = args.resolve_sd
+    if args.grid_bits is not None:
+        planner.ROUND_GRID_BITS = args.grid_bits
     rec = Recorded(_records(), _records(WALL_ROUNDS))
     print(f"curve: {rec.points} search trials of {len(ROUNDS)} rounds; mean peak "
           f"{rec.mean(128) / MIB:.0f} MiB at 128, {rec.mean(2048) / MIB:.0f} at 2048; first "
