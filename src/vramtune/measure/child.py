@@ -22,7 +22,14 @@ from typing import Any
 from vramtune.measure.counters import ThreadInstructions, per_step
 from vramtune.measure.probe import rlimit_data_in_force, runtime_devices, set_rlimit_data
 from vramtune.measure.rates import median_interval
-from vramtune.measure.wire import CONFIRM_EVALS, CONFIRM_MIN_EVALS, ChildReport, TrialSpec, encode_event
+from vramtune.measure.wire import (
+    CONFIRM_MIN_EVALS,
+    MIN_EPOCH_STEPS,
+    ChildReport,
+    TrialSpec,
+    confirm_epoch_steps,
+    encode_event,
+)
 from vramtune.records import MAX_RECORDED_INTERVALS
 from vramtune.results.files import write_atomic
 
@@ -328,14 +335,14 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         env_steps_per_training_step = (batch_size * num_minibatches * unroll
                                        * profile.action_repeat)
         fixed_steps = spec.training_steps  # a confirming run: exactly this long
-        steps_per_epoch = measure.steps_per_epoch
+        # Never one step an epoch: that run peaks below the user's (MIN_EPOCH_STEPS).
+        steps_per_epoch = max(measure.steps_per_epoch, MIN_EPOCH_STEPS)
         if not on_cpu:
             steps_per_epoch = max(steps_per_epoch, measure.gpu_steps_per_epoch)
         if fixed_steps:
             # Evaluate CONFIRM_EVALS times over the longest run, not after every training
-            # step: the memory is the same, the time is not; often enough for the run to end
-            # at its floor once memory holds.
-            steps_per_epoch = max(1, -(-int(fixed_steps) // CONFIRM_EVALS))
+            # step: often enough for the run to end at its floor once memory holds.
+            steps_per_epoch = confirm_epoch_steps(fixed_steps)
         # brax trains num_resets_per_eval epochs (a reset of every env after each) between two
         # progress calls, each of ceil(steps / resets) training steps, and its training/sps
         # counts all of them over the last epoch's time (Playground's dm_control configs set

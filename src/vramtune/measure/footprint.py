@@ -39,6 +39,7 @@ from vramtune.errors import UserError
 from vramtune.measure.cap import Cap
 from vramtune.measure.oom import classify_text
 from vramtune.measure.process import child_env, kill_group, trial_dir
+from vramtune.measure.wire import MIN_EPOCH_STEPS
 from vramtune.results.files import write_atomic
 from vramtune.schema import MAX_BATCH_SIZE, MAX_BYTES, MAX_NUM_ENVS, MAX_NUM_MINIBATCHES, Fields
 from vramtune.yamlio import read_text
@@ -346,7 +347,7 @@ def _one_size(ppo: Any, profile: Any, num_envs: int, batch_size: int, num_miniba
     unroll = int(kwargs.get("unroll_length", profile.unroll_length))
     kwargs.update(batch_size=batch_size, num_minibatches=num_minibatches, run_evals=False)
     per_step = batch_size * num_minibatches * unroll * profile.action_repeat
-    steps = profile.measure.steps_per_epoch  # the scan length a trial's epoch has
+    steps = max(profile.measure.steps_per_epoch, MIN_EPOCH_STEPS)  # a trial's epoch's scan length
     try:
         ppo.train(environment, num_timesteps=steps * per_step, num_evals=2, num_envs=num_envs,
                   episode_length=profile.episode_length, action_repeat=profile.action_repeat,

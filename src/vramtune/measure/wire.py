@@ -24,6 +24,21 @@ EVENT_PREFIX = "@@vramtune "
 # at one every 5 steps would be step 20 at the earliest.
 CONFIRM_EVALS = 25
 CONFIRM_MIN_EVALS = 2  # evaluations after training began, before a confirming run may end
+# Training steps in one brax epoch (between two progress calls and evaluations), at least.
+# A user's epochs are long (brax's `num_evals` default of 1 makes the whole run one epoch;
+# Playground's PPO configs set 5-10), and an epoch of one step peaks lower than theirs on
+# CPU: at 2048 envs of `quick`, uncapped and interleaved, runs with one-step epochs peaked
+# 1,402 MiB on average (21 runs, sd 20) against 1,426 with epochs of 2 or 10 steps (15 runs,
+# a plain `ppo.train` with 10-step epochs among them: +22 MiB over the trial beside it, 3
+# pairs); 1024 envs: +25 MiB (4 rounds). Two steps read as ten
+# (benchmarks/proof_vs_search_run.py).
+MIN_EPOCH_STEPS = 2
+
+
+def confirm_epoch_steps(training_steps: int) -> int:
+    """Training steps per epoch of a confirming run of this length: CONFIRM_EVALS reports
+    over it, each epoch at least MIN_EPOCH_STEPS long."""
+    return max(MIN_EPOCH_STEPS, -(-int(training_steps) // CONFIRM_EVALS))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,13 @@ from vramtune.measure.executor import Executor, LocalExecutor
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest
-from vramtune.measure.wire import CONFIRM_EVALS, CONFIRM_MIN_EVALS, Event, SweepNote, TrialStarted
+from vramtune.measure.wire import (
+    CONFIRM_MIN_EVALS,
+    Event,
+    SweepNote,
+    TrialStarted,
+    confirm_epoch_steps,
+)
 from vramtune.records import Objective, Purpose, Status, TrialResult
 from vramtune.results.store import (
     RESULTS_FILE,
@@ -421,8 +427,8 @@ def confirming_step(config: SweepConfig, results: Sequence[TrialResult], n: int,
     basis = _proof_basis(results, n)
     steps = confirm_steps(config, basis)
     floor = confirm_floor_steps(config, basis, steps)
-    if floor is not None:  # the child reports every steps // CONFIRM_EVALS steps, and needs 3
-        floor = max(floor, 3 * -(-steps // CONFIRM_EVALS))
+    if floor is not None:  # the child reports every confirm_epoch_steps, and needs 3 reports
+        floor = max(floor, 3 * confirm_epoch_steps(steps))
     length = (f"{steps} training steps" if floor is None or floor >= steps else
               f"{floor}-{steps} training steps (ending once memory has held over the latter "
               f"half of the run, {CONFIRM_MIN_EVALS}+ evaluations in)")

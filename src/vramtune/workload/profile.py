@@ -42,7 +42,9 @@ class Measure:
     min_intervals: int = 3  # speed intervals (see min_interval_s) before a trial may stop
     max_intervals: int = 40  # speed intervals at most: then the trial stops, steady or not
     min_window_s: float = 1.0
-    steps_per_epoch: int = 1  # training steps between two progress_fn calls
+    # training steps between two progress_fn calls; a trial runs at least 2 (an epoch of one
+    # step peaks below a user's run on CPU: ``wire.MIN_EPOCH_STEPS``)
+    steps_per_epoch: int = 1
     # Steady throughput: per-interval rates until the 95% interval of their median lies
     # within ±speed_tolerance of it (distribution-free, from order statistics: at least 6
     # intervals), or max_window_s of measuring, or max_intervals. An interval groups whole
