@@ -38,6 +38,10 @@ def test_ok_trial_measures_steady_state(num_envs):
     assert record["num_envs"] == num_envs and record["backend"] == "cpu"
     assert record["steps_per_s"] > 0 and record["measured_intervals"] >= 3
     assert record["steps_per_s_min"] <= record["steps_per_s"] <= record["steps_per_s_max"]
+    # quick's profile asks one step an epoch; a trial trains two (a one-step epoch peaks
+    # below the user's run): an evaluation every second step, after the one at step 0
+    assert record["training_steps"] % 2 == 0
+    assert record["evals"] == record["training_steps"] // 2 + 1
     steady_at = record["memory_steady_steps"]  # what a confirming run is sized from
     assert steady_at is None or 0 < steady_at <= record["training_steps"]
     assert not record["memory_steady"] or steady_at is not None

@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+import pytest
+
+from vramtune.measure.wire import CONFIRM_EVALS, MIN_EPOCH_STEPS, confirm_epoch_steps
+
+
+@pytest.mark.parametrize(("training_steps", "per_epoch"), [
+    (1, 2), (20, 2), (25, 2),  # never one step an epoch: it peaks below the user's run
+    (50, 2), (51, 3), (100, 4), (250, 10),  # CONFIRM_EVALS reports over the run
+])
+def test_a_confirming_run_reports_every_few_steps_and_never_every_step(training_steps,
+                                                                       per_epoch):
+    assert confirm_epoch_steps(training_steps) == per_epoch
+    assert confirm_epoch_steps(training_steps) >= MIN_EPOCH_STEPS
+    assert -(-training_steps // confirm_epoch_steps(training_steps)) <= CONFIRM_EVALS
