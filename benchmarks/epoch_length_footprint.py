@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """XLA's own count of brax's training epoch at 1, 2 and 10 training steps per epoch (a search
-trial runs 1, a confirming run 2, a user's run of 100 steps 10): does the epoch's length (the
-scan's trip count) change the buffers it holds? Compiles as the footprint probe does
-(``measure.footprint``: brax's own ``ppo.train`` up to its first epoch, compiled, not run).
+trial ran 1 before `4da491d`, a confirming run 2, a user's run of 100 steps 10): does the
+epoch's length (the scan's trip count) change the buffers it holds? Since `4da491d` the probe
+compiles at least 2 steps an epoch, so the 1-step line needs that commit's parent. Compiles
+as the footprint probe does (``measure.footprint``: brax's own ``ppo.train`` up to its first
+epoch, compiled, not run).
 
     .venv/bin/python benchmarks/epoch_length_footprint.py 1024   # num_envs
 """

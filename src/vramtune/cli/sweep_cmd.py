@@ -249,7 +249,8 @@ def sweep(
                                        "the chosen size once instead.")
     ] = None,
     confirm_steps: Annotated[int | None, typer.Option(
-        "--confirm-steps", help="Training steps of the confirming run, exactly (default: up "
+        "--confirm-steps", help="Training steps of the confirming run, exactly, rounded up to "
+                                "whole epochs of 2+ steps (default: up "
                                 "to 10x the steps after which the trial's memory was steady, "
                                 "at least 50, ending once memory has held).")] = None,
     devices: Annotated[int | None, typer.Option("--devices", help=DEVICES_HELP + " Default 1, or "

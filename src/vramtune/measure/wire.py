@@ -18,11 +18,13 @@ from typing import Any
 EVENT_PREFIX = "@@vramtune "
 
 
-# Evaluations over a confirming run's ceiling: at the default 50 steps one every 2, so that
-# the run may end near its floor (its trial's length, 6-8 steps at the largest sizes): it
-# ends once the peak has held over the latter half of its reports, three reports in, which
-# at one every 5 steps would be step 20 at the earliest.
-CONFIRM_EVALS = 25
+# Evaluations over a confirming run's ceiling: at its usual ceiling (10 x the 8 steps after
+# which a two-step trial's memory is steady: 80) one every 2 steps, so that the run may end
+# near its floor (its trial's length, 10-12 steps at the largest sizes): it ends once the
+# peak has held over the latter half of its reports, three reports in. At 25 over 80 steps
+# (one every 4) a proof at 576-2048 envs could not end before step 16, comparing step 12
+# with step 4, before the epoch that compiles again.
+CONFIRM_EVALS = 40
 CONFIRM_MIN_EVALS = 2  # evaluations after training began, before a confirming run may end
 # Training steps in one brax epoch (between two progress calls and evaluations), at least.
 # A user's epochs are long (brax's `num_evals` default of 1 makes the whole run one epoch;

@@ -335,7 +335,7 @@ def confirm_floor_steps(config: SweepConfig, chosen: TrialResult, steps: int) ->
     it proves at least what that trial did, under a lower cap. No margin above that: over
     20 proofs at 704-2048 envs that ended at a 10-step floor, the peak held from step 4, and
     every proof that failed in the recorded sweeps died by its second epoch (where brax
-    compiles its epoch again), which a floor of the trial's length (3+ epochs of 2 steps)
+    compiles its epoch again), which a floor of the trial's length (5+ epochs of 2 steps)
     covers; a size whose memory creeps keeps its proof running past the floor (18-38 steps
     at 192-576). None (run ``steps`` exactly) when the user fixed the length with
     ``--confirm-steps``."""

@@ -50,11 +50,12 @@ class Measure:
     # intervals), or max_window_s of measuring, or max_intervals. An interval groups whole
     # epochs until it holds min_interval_s of training: on a GPU a training step of brax
     # takes milliseconds, and one step's rate is mostly dispatch and timer noise; on a CPU
-    # an epoch of `quick` takes 0.1-2 s, so there an interval is one to a few epochs.
+    # an epoch of `quick` (two steps) takes 0.2-4 s, so there an interval is one to a few
+    # epochs.
     speed_tolerance: float = 0.02
     min_interval_s: float = 0.5
     # 8 s: on a GPU that is 16+ intervals, plenty for the median's interval; on a 2-core CPU
-    # `quick` gets 6-10 one-epoch intervals, and a rate still unsettled there is said so
+    # `quick` gets 3-10 one-epoch intervals (3 at 2048 envs), and a rate still unsettled there is said so
     # (speed_steady False) and settled by the sweep's interleaved re-measurement, which
     # compares the two sizes that matter instead of lengthening every trial (at 20 s a
     # 256-env `quick` trial measured for 22.9 s on a loaded 2-core CPU, its CI +-60%).

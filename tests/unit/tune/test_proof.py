@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+from vramtune.measure.wire import confirm_epoch_steps
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.planner import SearchMethod, Step, StepKind, candidates
@@ -292,6 +293,17 @@ def test_a_confirming_run_gets_a_floor_unless_its_length_was_asked(confirm_steps
     words = confirming_step(config, results, 256).reason
     # a floor at the ceiling is a fixed length, and said as one
     assert ("ending once memory has held" in words) == (floor is not None and floor < 50)
+
+
+def test_a_two_step_trials_proof_reports_every_two_steps_up_to_its_ceiling():
+    # a two-step trial's memory is steady at step 8 at the earliest: its proof's ceiling is
+    # 80 steps, reported every 2 (wire.confirm_epoch_steps), so it may end at the trial's 10
+    config = _config(True)
+    results = [dataclasses.replace(r(2048, steps=10), training_steps=10, memory_steady_steps=8)]
+    request = trial_request(config, results, Step(StepKind.CONFIRMING, 2048, "confirming"))
+    assert (request.training_steps, request.min_training_steps) == (80, 10)
+    assert confirm_epoch_steps(request.training_steps) == 2
+    assert "10-80 training steps" in confirming_step(config, results, 2048).reason
 
 
 def test_the_step_down_names_the_edge_that_fits_beside_a_smaller_proven_pick():
