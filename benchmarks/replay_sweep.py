@@ -86,6 +86,9 @@ class Recorded:
             for status in (Status.OK, Status.OOM):
                 rows = [(r.num_envs, r.wall_s) for run in timed for r in run[1:]
                         if r.purpose is purpose and r.status is status and r.wall_s]
+                if not rows:  # no proof ran out of memory in these rounds: as a search trial
+                    rows = [(r.num_envs, r.wall_s) for run in timed for r in run[1:]
+                            if r.status is status and r.wall_s]
                 self.walls[(str(purpose), str(status))] = _line(*map(list, zip(*rows, strict=True)))
         self.points = len(pts)
 
@@ -244,6 +247,10 @@ def main() -> None:
                         help="search.RESOLVE_SD to replay")
     parser.add_argument("--grid-bits", type=int, default=None,
                         help="planner.ROUND_GRID_BITS to replay (the candidates' significant bits)")
+    parser.add_argument("--rounds", nargs="+", default=list(ROUNDS),
+                        help="result folders whose search trials make the mean peak curve")
+    parser.add_argument("--wall-rounds", nargs="+", default=list(WALL_ROUNDS),
+                        help="result folders whose trial walls the replay charges")
     parser.add_argument("--proof-fit", action="store_true",
                         help="also fit proof minus trial on the replayed pairs, as on the real "
                              "ones: what selection alone makes of a true offset")
@@ -254,8 +261,8 @@ def main() -> None:
         search.RESOLVE_SD = args.resolve_sd
     if args.grid_bits is not None:
         planner.ROUND_GRID_BITS = args.grid_bits
-    rec = Recorded(_records(), _records(WALL_ROUNDS))
-    print(f"curve: {rec.points} search trials of {len(ROUNDS)} rounds; mean peak "
+    rec = Recorded(_records(tuple(args.rounds)), _records(tuple(args.wall_rounds)))
+    print(f"curve: {rec.points} search trials of {len(args.rounds)} rounds; mean peak "
           f"{rec.mean(128) / MIB:.0f} MiB at 128, {rec.mean(2048) / MIB:.0f} at 2048; first "
           f"trial {rec.first_s:.1f} s; AIM_SD {search.AIM_SD:g}, RESOLVE_SD {search.RESOLVE_SD:g}")
     print("\n| sd MiB | offset MiB | search trials | wall/floor median | median of 5 "
@@ -265,7 +272,7 @@ def main() -> None:
         for off in args.offset_mib:
             print(summary(rec, sd * MIB, off * MIB, args.seeds))
     if args.proof_fit:
-        real = proof_pairs(_records())
+        real = proof_pairs(_records(tuple(args.rounds)))
         mean, spread = censored_fit(real)
         print(f"\nrecorded rounds: {len(real)} confirming runs beside their trial, "
               f"{sum(not p for p, _ in real)} out of memory: fitted offset {mean:+d} MiB, sd {spread}")

@@ -21,7 +21,9 @@ that fits and the smallest that fails are adjacent candidates.
    (P0(lo) - P0(hi)), so a failure moves the next guess though it has no peak. One worker: the
    largest open candidate with P >= ``aim_open`` (0.8) for the first jump, then P >= ``aim``
    (0.5, the median edge); if none, the candidate just above the largest fit (proving the
-   edge). k workers: the candidates at the quantiles j/(k+1) of the predicted edge, topped up
+   edge). Where peaks jitter, never less than one refinement step above the largest fit:
+   a notch a run cannot tell from it becomes the largest candidate within that step
+   (``_resolvable_pick``). k workers: the candidates at the quantiles j/(k+1) of the predicted edge, topped up
    with the most uncertain ones. Where peaks jitter (``Space.resolve_sd``: a CPU's data
    segment) the model aims AIM_SD sd of one run's peak below the limit, and a size that
    fitted closer to it is a failure to the search (``short_of_room``; the planner marks it).
@@ -365,6 +367,8 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                          lo, hi, judge)
     if model is not None and not missed and walk < WALK and crawl < CRAWL and not vague:
         sizes, phase = _model_pick(model, aim, open_, grid, lo, hi, k)
+        if sizes and k == 1 and space.resolve_sd and not space.region_bytes:
+            sizes, phase = _resolvable_pick(sizes, phase, model, space, open_, lo)
         if sizes:
             predicted = {}
             for n in sizes:
@@ -399,6 +403,26 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
     sizes = _kary_pick(open_, lo, hi, k)
     return Proposal("bisect", tuple(sizes), f"refining between {lo} and {hi}: {_list(sizes)} "
                     f"envs{why}", lo, hi, {}, model, tuple(missed))
+
+
+def _resolvable_pick(sizes: list[int], phase: str, model: mm.Model | pool.PoolModel,
+                     space: Space, open_: list[int], lo: int) -> tuple[list[int], str]:
+    """One worker where peaks jitter: a size less than one refinement step above the largest
+    fit is not told from it by one run each, so it is not worth a trial of its own. Take the
+    largest candidate within one step above lo instead: if it fails, the bracket is as
+    narrow as one run resolves and the search stops (``_jitter_stop_step``, the same step);
+    if it fits, the search has moved up by a step, not by a grid notch. Measured in the
+    replay (``benchmarks/replay_sweep.py``) and in real rounds: the notch-by-notch climbs
+    (896, 960, 1024 at 1.3 GB) were the trials above three."""
+    if not isinstance(model, mm.Model) or not space.resolve_sd:
+        return sizes, phase
+    step = refinement_step(model, space.resolve_sd, model.interval(lo, _shape(space, lo)))
+    if step is None or sizes[0] - lo >= step[1]:
+        return sizes, phase
+    within = [n for n in open_ if n <= lo + step[1]]
+    if not within or within[-1] <= sizes[0]:
+        return sizes, phase
+    return [within[-1]], "edge"
 
 
 def _jitter_stop_step(model: mm.Model | pool.PoolModel | None, space: Space, lo: int,
