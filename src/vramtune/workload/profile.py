@@ -55,10 +55,11 @@ class Measure:
     speed_tolerance: float = 0.02
     min_interval_s: float = 0.5
     # 8 s: on a GPU that is 16+ intervals, plenty for the median's interval; on a 2-core CPU
-    # `quick` gets 3-10 one-epoch intervals (3 at 2048 envs), and a rate still unsettled there is said so
-    # (speed_steady False) and settled by the sweep's interleaved re-measurement, which
-    # compares the two sizes that matter instead of lengthening every trial (at 20 s a
-    # 256-env `quick` trial measured for 22.9 s on a loaded 2-core CPU, its CI +-60%).
+    # `quick` gets 3-10 one-epoch intervals (3 at 2048 envs), and a rate still unsettled
+    # there is said so (speed_steady False) and settled by the sweep's interleaved
+    # re-measurement, which compares the two sizes that matter instead of lengthening every
+    # trial (at 20 s a 256-env `quick` trial measured for 22.9 s on a loaded 2-core CPU, its
+    # CI +-60%).
     max_window_s: float = 8.0
     # On a GPU an epoch of one training step pays a host sync and a dispatch per step (a
     # 1536-env trial of `quick` on an H100 read 0.58x the steps/s of its 42-steps-per-epoch
