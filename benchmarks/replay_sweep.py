@@ -86,9 +86,13 @@ class Recorded:
             for status in (Status.OK, Status.OOM):
                 rows = [(r.num_envs, r.wall_s) for run in timed for r in run[1:]
                         if r.purpose is purpose and r.status is status and r.wall_s]
-                if not rows:  # no proof ran out of memory in these rounds: as a search trial
+                if not rows:  # none of this kind in these rounds (a proof that ran out
+                    # of memory, most often): charged as any run that ended so
                     rows = [(r.num_envs, r.wall_s) for run in timed for r in run[1:]
                             if r.status is status and r.wall_s]
+                if not rows:
+                    raise SystemExit(f"replay_sweep: no run ended {status} in the wall "
+                                     f"rounds; add a round that has one (--wall-rounds)")
                 self.walls[(str(purpose), str(status))] = _line(*map(list, zip(*rows, strict=True)))
         self.points = len(pts)
 

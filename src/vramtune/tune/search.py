@@ -21,12 +21,13 @@ that fits and the smallest that fails are adjacent candidates.
    (P0(lo) - P0(hi)), so a failure moves the next guess though it has no peak. One worker: the
    largest open candidate with P >= ``aim_open`` (0.8) for the first jump, then P >= ``aim``
    (0.5, the median edge); if none, the candidate just above the largest fit (proving the
-   edge). Where peaks jitter, never less than one refinement step above the largest fit:
-   a notch a run cannot tell from it becomes the largest candidate within that step
-   (``_resolvable_pick``). k workers: the candidates at the quantiles j/(k+1) of the predicted edge, topped up
-   with the most uncertain ones. Where peaks jitter (``Space.resolve_sd``: a CPU's data
-   segment) the model aims AIM_SD sd of one run's peak below the limit, and a size that
-   fitted closer to it is a failure to the search (``short_of_room``; the planner marks it).
+   edge). Where peaks jitter and the model is trusted, a pick less than one refinement step
+   above the largest fit becomes the largest candidate within that step
+   (``_resolvable_pick``). k workers: the candidates at the quantiles j/(k+1) of the
+   predicted edge, topped up with the most uncertain ones. Where peaks jitter
+   (``Space.resolve_sd``: a CPU's data segment) the model aims AIM_SD sd of one run's peak
+   below the limit, and a size that fitted closer to it is a failure to the search
+   (``short_of_room``; the planner marks it).
 3. Fallback. Trials that contradict the prior: the model is refitted without it (two sizes
    at least). The smallest failure a size the model still gives P(fits) >= ``surprise``: an
    OOM has no peak, so the line is shifted up until its mean there is the limit, and the
@@ -367,7 +368,8 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                          lo, hi, judge)
     if model is not None and not missed and walk < WALK and crawl < CRAWL and not vague:
         sizes, phase = _model_pick(model, aim, open_, grid, lo, hi, k)
-        if sizes and k == 1 and space.resolve_sd and not space.region_bytes:
+        edge = sizes[0] if sizes else None
+        if sizes and k == 1 and trusted and space.resolve_sd and not space.region_bytes:
             sizes, phase = _resolvable_pick(sizes, phase, model, space, open_, lo)
         if sizes:
             predicted = {}
@@ -378,6 +380,11 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                        if space.prior is not None and model.prior is None else "")
             words = (f"predicted edge: {_list(sizes)} envs (between {lo} fits and "
                      f"{hi if hi is not None else 'no failure yet'}{shifted}{dropped})")
+            if edge not in sizes:
+                words = (f"one refinement step up: {sizes[0]} envs, the largest size within a "
+                         f"step of {lo} (fits; {hi if hi is not None else 'no failure yet'}); "
+                         f"the model's edge, {edge} envs, lies closer to {lo} than one run "
+                         f"can tell")
             return Proposal(phase, tuple(sizes), words, lo, hi, predicted, model, ())
     why = ""
     if missed:
@@ -407,16 +414,15 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
 
 def _resolvable_pick(sizes: list[int], phase: str, model: mm.Model | pool.PoolModel,
                      space: Space, open_: list[int], lo: int) -> tuple[list[int], str]:
-    """One worker where peaks jitter: a size less than one refinement step above the largest
-    fit is not told from it by one run each, so it is not worth a trial of its own. Take the
-    largest candidate within one step above lo instead: if it fails, the bracket is as
-    narrow as one run resolves and the search stops (``_jitter_stop_step``, the same step);
-    if it fits, the search has moved up by a step, not by a grid notch. Measured in the
-    replay (``benchmarks/replay_sweep.py``) and in real rounds: the notch-by-notch climbs
-    (896, 960, 1024 at 1.3 GB) were the trials above three."""
-    if not isinstance(model, mm.Model) or not space.resolve_sd:
-        return sizes, phase
-    step = refinement_step(model, space.resolve_sd, model.interval(lo, _shape(space, lo)))
+    """One worker, a trusted model, peaks that jitter: where the model's pick lies less than
+    one refinement step above the largest fit lo, every size up to lo + step is a trial
+    that one run cannot tell from lo, so the largest of them gains the most. If it runs out
+    of memory, the bracket is no wider than the step the stop rule holds it to
+    (``_jitter_stop_step``, the same step) and the search ends; short of room, it ends
+    unless the refit narrows the step; if it fits, lo moves as far as one trial can move it
+    (notch by notch, 896, 960, 1024 at 1.3 GB cost a trial each; the replay,
+    ``benchmarks/replay_sweep.py``: 3.60 -> 3.49 search trials)."""
+    step = _jitter_stop_step(model, space, lo)
     if step is None or sizes[0] - lo >= step[1]:
         return sizes, phase
     within = [n for n in open_ if n <= lo + step[1]]

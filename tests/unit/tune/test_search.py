@@ -412,14 +412,15 @@ def test_a_bracket_narrower_than_one_runs_jitter_is_not_refined():
     assert not wide.done and 320 < wide.sizes[0] < 512
 
 
-def test_one_worker_climbs_from_a_fit_by_no_less_than_one_run_resolves():
+def test_one_worker_takes_the_largest_size_within_one_refinement_step_of_a_fit():
     # 896 fits and the model's edge lies a notch above it: a trial at 960 would be a coin
     # toss against 896's own jitter. The search takes the largest candidate within one
-    # refinement step instead (its failure closes the bracket, its fit is a real step up).
+    # refinement step instead (out of memory there, the bracket is closed; a fit moves lo
+    # as far as one trial can).
     f = lambda n: 900 + 0.23 * n  # noqa: E731
     prior = mm.SlopePrior(0.23 * MiB)
     trials = [ok(128, f(128)), ok(896, f(896))]
-    stepped = 0
+    stepped = worded = 0
     for limit in range(int(f(960)), int(f(1600)), 4):
         sp = space(limit, 128, 4096, resolve_sd=S.RESOLVE_SD, prior=prior)
         prop = S.propose(trials, sp, 1)
@@ -430,10 +431,13 @@ def test_one_worker_climbs_from_a_fit_by_no_less_than_one_run_resolves():
         above = [c for c in sp.candidates if c > n]
         assert n - 896 >= step or (above and above[0] > 896 + step), (limit, n, step)
         stepped += n - 896 < step
+        if "one refinement step up" in prop.reason:
+            assert f"{n} envs, the largest size within a step of 896" in prop.reason
+            worded += 1
         if n - 896 < step:  # within a step: its failure ends the search at the resolution
             done = S.propose(trials + [oom(n)], sp, 1)
             assert done.done and "within one run's jitter" in done.reason, done.reason
-    assert stepped
+    assert stepped and worded
 
 
 def test_the_step_widens_with_the_jitter_the_sweep_measured():
