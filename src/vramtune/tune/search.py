@@ -381,10 +381,10 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
             words = (f"predicted edge: {_list(sizes)} envs (between {lo} fits and "
                      f"{hi if hi is not None else 'no failure yet'}{shifted}{dropped})")
             if edge not in sizes:
+                above = _past_clause(trials, hi) if hi is not None else "nothing failed yet"
                 words = (f"one refinement step up: {sizes[0]} envs, the largest size within a "
-                         f"step of {lo} (fits; {hi if hi is not None else 'no failure yet'}); "
-                         f"the model's edge, {edge} envs, lies closer to {lo} than one run "
-                         f"can tell")
+                         f"step of {lo} ({lo} fits, {above}); the model's edge, {edge} envs, "
+                         f"lies closer to {lo} than one run can tell")
             return Proposal(phase, tuple(sizes), words, lo, hi, predicted, model, ())
     why = ""
     if missed:
