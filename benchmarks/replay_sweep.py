@@ -57,7 +57,11 @@ PRIOR_MIB = 0.237  # the compile-only probe's slope for quick on CPU (benchmarks
 def _records(rounds: tuple[str, ...] = ROUNDS) -> list[list[TrialResult]]:
     runs = []
     for name in rounds:
-        data = json.loads((HERE / "results" / name / "search.json").read_text())
+        path = HERE / "results" / name / "search.json"
+        if "/" in name or name in ("", ".", "..") or not path.is_file():
+            raise SystemExit(f"replay_sweep: {name!r} is not a folder of benchmarks/results "
+                             f"holding a search.json (bench_search.py --json-out)")
+        data = json.loads(path.read_text())
         for run in data["runs"]:
             runs.append([TrialResult.from_dict(t) for t in run["results"]])
     return runs
