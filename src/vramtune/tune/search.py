@@ -368,23 +368,24 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                          lo, hi, judge)
     if model is not None and not missed and walk < WALK and crawl < CRAWL and not vague:
         sizes, phase = _model_pick(model, aim, open_, grid, lo, hi, k)
-        edge = sizes[0] if sizes else None
-        if sizes and k == 1 and trusted and space.resolve_sd and not space.region_bytes:
-            sizes, phase = _resolvable_pick(sizes, phase, model, space, open_, lo)
+        up = (_resolvable_pick(model, space, open_, lo, sizes[0])
+              if sizes and k == 1 and trusted and not space.region_bytes else None)
+        if up is not None:
+            above = _past_clause(trials, hi) if hi is not None else "nothing failed yet"
+            words = (f"one refinement step up: {up} envs, the largest size within a step of "
+                     f"{lo} ({lo} fits, {above}); the model's edge, {sizes[0]} envs, lies "
+                     f"closer to {lo} than one run can tell")
+            sizes, phase = [up], "edge"
+        elif sizes:
+            dropped = ("; without the slope prior, which the trials contradict"
+                       if space.prior is not None and model.prior is None else "")
+            words = (f"predicted edge: {_list(sizes)} envs (between {lo} fits and "
+                     f"{hi if hi is not None else 'no failure yet'}{shifted}{dropped})")
         if sizes:
             predicted = {}
             for n in sizes:
                 pred = model.interval(n, _shape(space, n))
                 predicted[n] = (pred.mean_bytes, pred.upper_bytes)
-            dropped = ("; without the slope prior, which the trials contradict"
-                       if space.prior is not None and model.prior is None else "")
-            words = (f"predicted edge: {_list(sizes)} envs (between {lo} fits and "
-                     f"{hi if hi is not None else 'no failure yet'}{shifted}{dropped})")
-            if edge not in sizes:
-                above = _past_clause(trials, hi) if hi is not None else "nothing failed yet"
-                words = (f"one refinement step up: {sizes[0]} envs, the largest size within a "
-                         f"step of {lo} ({lo} fits, {above}); the model's edge, {edge} envs, "
-                         f"lies closer to {lo} than one run can tell")
             return Proposal(phase, tuple(sizes), words, lo, hi, predicted, model, ())
     why = ""
     if missed:
@@ -412,8 +413,8 @@ def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
                     f"envs{why}", lo, hi, {}, model, tuple(missed))
 
 
-def _resolvable_pick(sizes: list[int], phase: str, model: mm.Model | pool.PoolModel,
-                     space: Space, open_: list[int], lo: int) -> tuple[list[int], str]:
+def _resolvable_pick(model: mm.Model | pool.PoolModel, space: Space, open_: list[int],
+                     lo: int, pick: int) -> int | None:
     """One worker, a trusted model, peaks that jitter: where the model's pick lies less than
     one refinement step above the largest fit lo, every size up to lo + step is a trial
     that one run cannot tell from lo, so the largest of them gains the most. If it runs out
@@ -421,14 +422,13 @@ def _resolvable_pick(sizes: list[int], phase: str, model: mm.Model | pool.PoolMo
     (``_jitter_stop_step``, the same step) and the search ends; short of room, it ends
     unless the refit narrows the step; if it fits, lo moves as far as one trial can move it
     (notch by notch, 896, 960, 1024 at 1.3 GB cost a trial each; the replay,
-    ``benchmarks/replay_sweep.py``: 3.60 -> 3.49 search trials)."""
+    ``benchmarks/replay_sweep.py``: 3.60 -> 3.49 search trials). Returns the size to take
+    instead of the model's pick, or None to keep it."""
     step = _jitter_stop_step(model, space, lo)
-    if step is None or sizes[0] - lo >= step[1]:
-        return sizes, phase
+    if step is None or pick - lo >= step[1]:
+        return None
     within = [n for n in open_ if n <= lo + step[1]]
-    if not within or within[-1] <= sizes[0]:
-        return sizes, phase
-    return [within[-1]], "edge"
+    return within[-1] if within and within[-1] > pick else None
 
 
 def _jitter_stop_step(model: mm.Model | pool.PoolModel | None, space: Space, lo: int,
