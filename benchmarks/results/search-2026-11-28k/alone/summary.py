@@ -1,20 +1,31 @@
-"""Summarise user_train.py runs (alone/ and user/) of one round's results folder: python summary.py FOLDER."""
-import json, glob, os, collections
+"""Summarise the user_train.py runs of one round's results folder (alone/ and user/).
+
+python summary.py FOLDER: one line per (budget, size), each run as status, training steps and
+peak data segment in % of the budget; "ok at the limit" is a run that finished with under
+1 MiB of the line left (an allocation was refused and training went on).
+"""
+
+import collections
+import glob
+import json
+import os
 import sys
+
 base = sys.argv[1]
-rows = collections.defaultdict(lambda: {'alone': [], 'two at once': []})
-for proto, pat in (('alone', 'alone/alone_*.json'), ('two at once', 'user/user_*.json')):
-    for f in sorted(glob.glob(os.path.join(base, pat))):
+rows: dict = collections.defaultdict(lambda: {"alone": [], "two at once": []})
+for proto, pattern in (("alone", "alone/alone_*.json"), ("two at once", "user/user_*.json")):
+    for path in sorted(glob.glob(os.path.join(base, pattern))):
         try:
-            d = json.load(open(f))
-        except ValueError:
+            with open(path) as f:
+                d = json.load(f)
+        except ValueError:  # a run still writing, or killed before its line
             continue
-        b, n = d['budget_bytes'], d['num_envs']
-        p = d.get('peak_vmdata')
-        left = b - p if p else None
-        tag = d['status']
-        if tag == 'ok' and left is not None and left < 1 << 20:
-            tag = 'ok at the limit'
-        rows[(b, n)][proto].append((tag, d.get('training_steps'), round(100 * p / b, 1) if p else None))
-for (b, n), r in sorted(rows.items()):
-    print(f"{b/1e9:.2f} GB {n:5d}: " + '; '.join(f"{k}: " + ', '.join(f"{t} {s} {pc}%" for t, s, pc in v) for k, v in r.items() if v))
+        budget, peak = d["budget_bytes"], d.get("peak_vmdata")
+        tag = d["status"]
+        if tag == "ok" and peak is not None and budget - peak < 1 << 20:
+            tag = "ok at the limit"
+        pct = round(100 * peak / budget, 1) if peak else None
+        rows[(budget, d["num_envs"])][proto].append(f"{tag} {d.get('training_steps')} {pct}%")
+for (budget, n), runs in sorted(rows.items()):
+    parts = [f"{proto}: " + ", ".join(v) for proto, v in runs.items() if v]
+    print(f"{budget / 1e9:.2f} GB {n:5d}: " + "; ".join(parts))
