@@ -6,8 +6,9 @@ A size that was not run is never recommended: Lightning's BatchSizeFinder users 
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from vramtune.fmt import rate as fmt_rate
@@ -16,6 +17,7 @@ from vramtune.records import BOUNDARY_FAILURES, Objective, Purpose, Status, Tria
 from vramtune.tune import search
 from vramtune.tune.speed import (
     DEFAULT_MARGIN,
+    Drift,
     Rates,
     SpeedPick,
     Verdict,
@@ -97,8 +99,9 @@ class Recommendation:
         line = (f"confirming run {_rate_with_interval_of(run)} steps/s beside its trial's "
                 f"{trial_words}: ratio {ratio:.2f}")
         if not CONFIRM_RATIO_OK[0] <= ratio <= CONFIRM_RATIO_OK[1]:
-            line += (" (finding: the trial's steps/s misread the long run's by "
-                     f"{abs(ratio - 1):.0%})")
+            line += (f" (finding: {abs(ratio - 1):.0%} apart: the trial's window misread the "
+                     "steady rate, or the machine's speed moved between them; comparisons "
+                     "with runs from before are widened by it)")
         return line
 
     def _rates(self, num_envs: int) -> Rates | None:
@@ -186,7 +189,8 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     the pick is named in ``remeasure`` while ``remeasure_left`` (only a running sweep can
     measure again: report, emit-config and the API's recommend cannot), else the fastest
     median stands and the reasons say so."""
-    rows = sorted(results, key=lambda r: r.num_envs)
+    in_order = list(results)  # as run: a later run is a later time
+    rows = sorted(in_order, key=lambda r: r.num_envs)
     limit = headroom_limit_bytes(budget_bytes, headroom_fraction)
     # A size fits only if every run of it fit: one failure (on repeat, or in the long
     # confirming run) moves the boundary below it, and memory grows with num_envs, so every
@@ -219,8 +223,14 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
             by_size: dict[int, list[TrialResult]] = {}
             for r in candidates:
                 by_size.setdefault(r.num_envs, []).append(r)
+            drift, since = speed_drift(in_order)
+            if drift is not None:  # sizes that ran again since are compared on those runs
+                later = {id(r) for r in in_order[since + 1:]}
+                by_size = {n: ([r for r in rs if id(r) in later] if n in drift.rerun else rs)
+                           for n, rs in by_size.items()}
+                by_size = {n: rs for n, rs in by_size.items() if rs}
             speed = pick_fastest([size_rates(n, rs) for n, rs in by_size.items()], margin,
-                                 remeasure_left)
+                                 remeasure_left, drift)
             assert speed is not None
             chosen = max(by_size[speed.num_envs], key=lambda r: r.steps_per_s or 0.0)
         elif objective is Objective.KNEE:
@@ -256,6 +266,41 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
 
 
 PROOF_RUNS = frozenset({Purpose.REPEAT, Purpose.CONFIRM})
+
+
+def speed_drift(in_order: Sequence[TrialResult]) -> tuple[Drift | None, int]:
+    """Did the machine's speed move during the sweep? A proof run's rate is not ranked (its
+    longer window must not change the pick it proves), but it is a second draw of a size at
+    another time: when it reads outside ``CONFIRM_RATIO_OK`` of that size's earlier ranked
+    runs (0.81 when a neighbour's load arrived between them), the machine moved by more than
+    most leads between sizes that ran minutes apart. The largest such move (each size's
+    first proof run), with the sizes that ran again after the first, and that position in
+    ``in_order``; (None, -1) when nothing moved."""
+    moved: list[tuple[int, float]] = []
+    first = -1
+    ranked: dict[int, list[TrialResult]] = {}  # one pass: a resumed file may hold thousands
+    seen: set[int] = set()
+    for i, r in enumerate(in_order):
+        if r.status is not Status.OK or not (r.steps_per_s and math.isfinite(r.steps_per_s)
+                                             and r.steps_per_s > 0):
+            continue
+        if r.purpose in RANKED and not r.shared_run:
+            ranked.setdefault(r.num_envs, []).append(r)
+            continue
+        if r.purpose not in PROOF_RUNS or r.num_envs not in ranked or r.num_envs in seen:
+            continue
+        seen.add(r.num_envs)  # a size's first proof run only: the work stays linear
+        trial = size_rates(r.num_envs, ranked[r.num_envs]).median
+        if not (trial and trial > 0) or CONFIRM_RATIO_OK[0] <= r.steps_per_s / trial <= CONFIRM_RATIO_OK[1]:
+            continue
+        moved.append((r.num_envs, r.steps_per_s / trial))
+        first = i if first < 0 else first
+    if not moved:
+        return None, -1
+    n, ratio = max(moved, key=lambda m: abs(math.log(m[1])))
+    rerun = frozenset(r.num_envs for r in in_order[first + 1:] if r.purpose in RANKED
+                      and not r.shared_run and r.status is Status.OK)
+    return Drift(n, ratio, rerun), first
 
 
 def boundary_edge(results: Iterable[TrialResult], limit_bytes: int | None,

@@ -11,6 +11,12 @@ randomness: the same samples always give the same verdict. The verdict is
   confidence;
 * ``UNRESOLVED``: neither: measure both again (interleaved) before deciding.
 
+The intervals within one run share that run's conditions; runs at different times need not.
+Where a size's own runs at different times disagree (a proof run's steps/s beside its
+trial's, outside 0.9-1.1: the machine's speed moved, say a neighbour's load came or went),
+every comparison is widened by that move, except between sizes that both ran again since,
+which are compared on those runs alone (``Drift``).
+
 Records from before per-interval rates were kept carry only min, median and max over a count
 of intervals: two disjoint ranges are complete separation (every interval of one beat every
 interval of the other), significant when the counts make it so; otherwise they resolve nothing.
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from statistics import NormalDist, median
 
@@ -63,7 +69,8 @@ class Comparison:
     def interval_words(self) -> str:
         if self.low is None or self.high is None:
             return self.why or "95% interval unbounded: too few intervals"
-        return f"95% interval {self.low:.3f}-{self.high:.3f}"
+        words = f"95% interval {self.low:.3f}-{self.high:.3f}"
+        return f"{words}, {self.why}" if self.why else words
 
 
 def _counts_u(n: int, m: int) -> list[int]:
@@ -180,6 +187,16 @@ def compare_rates(a: Rates, b: Rates, margin: float = DEFAULT_MARGIN) -> Compari
     return _verdict(ratio, low, high, margin)
 
 
+def widen(c: Comparison, move: float, why: str) -> Comparison:
+    """``c`` with its interval widened by a factor ``exp(move)`` each way (``move``: a log
+    ratio two runs of one size differed by) and its verdict drawn again: a lead smaller than
+    the machine's own move between runs is not a lead."""
+    if not move > 0 or c.low is None or c.high is None:
+        return c
+    low, high = c.low * math.exp(-move), c.high * math.exp(move)
+    return replace(_verdict(c.ratio, low, high, c.margin), why=why)
+
+
 @dataclass(frozen=True)
 class SpeedPick:
     """The throughput pick among fitting sizes and the evidence for it."""
@@ -192,17 +209,41 @@ class SpeedPick:
     rates: dict[int, Rates] = field(default_factory=dict)  # each candidate's evidence
 
 
+@dataclass(frozen=True)
+class Drift:
+    """The machine's speed moved during the sweep: ``num_envs``'s proof run read ``ratio`` of
+    its earlier runs' steps/s (outside the band of a window's own error). ``rerun``: the sizes
+    that ran again since, whose rates are then their runs since only."""
+
+    num_envs: int
+    ratio: float
+    rerun: frozenset[int] = frozenset()
+
+    @property
+    def move(self) -> float:
+        """The move as a log ratio, either way."""
+        return abs(math.log(self.ratio))
+
+    def words(self) -> str:
+        return (f"widened {math.exp(self.move):.2f}x each way: {self.num_envs} envs' trial "
+                f"and proof run differ {math.exp(self.move):.2f}x")
+
+
 def pick_fastest(candidates: Sequence[Rates], margin: float = DEFAULT_MARGIN,
-                 remeasure_left: bool = True) -> SpeedPick | None:
+                 remeasure_left: bool = True, drift: Drift | None = None) -> SpeedPick | None:
     """The smallest size known to be within ``margin`` of the fastest (or faster than it),
     else the fastest by median. A comparison that could change the pick and is unresolved
     asks for the fastest and that size to be measured again (the closest such contender
-    first); with none left to ask, the fastest median stands, and ``exhausted`` says so."""
+    first); with none left to ask, the fastest median stands, and ``exhausted`` says so.
+
+    With ``drift``, a comparison is widened by the machine's move (``widen``) unless both
+    sizes ran again since it (``Drift.rerun``: the same conditions, interleaved)."""
     if not candidates:
         return None
     fastest = max(candidates, key=lambda c: (c.median, -c.num_envs))
-    comparisons = {c.num_envs: compare_rates(c, fastest, margin) for c in candidates
-                   if c is not fastest}
+    comparisons = {c.num_envs: _drifted(compare_rates(c, fastest, margin), c.num_envs,
+                                        fastest.num_envs, drift)
+                   for c in candidates if c is not fastest}
     eligible = [c for c in candidates if c is not fastest and c.num_envs < fastest.num_envs
                 and (comparisons[c.num_envs].verdict is Verdict.WITHIN_MARGIN
                      or comparisons[c.num_envs].a_faster is True)]
@@ -222,6 +263,12 @@ def pick_fastest(candidates: Sequence[Rates], margin: float = DEFAULT_MARGIN,
             exhausted = True
     return SpeedPick(pick.num_envs, fastest.num_envs, comparisons, remeasure, exhausted,
                      {c.num_envs: c for c in candidates})
+
+
+def _drifted(c: Comparison, a: int, b: int, drift: Drift | None) -> Comparison:
+    if drift is None or (a in drift.rerun and b in drift.rerun):
+        return c
+    return widen(c, drift.move, drift.words())
 
 
 def percent(ratio: float) -> str:

@@ -247,3 +247,56 @@ def test_the_pick_quotes_the_highest_peak_of_its_size_not_its_fastest_run():
     # one run of the size: nothing to say beyond its share
     single = choose([cpu(128, 700, 40_000)], 2 * GB, 0.1)
     assert chosen_summary(single, 2 * GB).endswith("peak 700.00 MiB host RAM (37% of budget)")
+
+
+def _recorded(tmp_path, name):
+    import shutil
+    from pathlib import Path
+
+    from vramtune.results.store import RESULTS_FILE, load_run
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(Path(__file__).parents[2] / "golden" / "runs" / name, run_dir / RESULTS_FILE)
+    return load_run(run_dir)
+
+
+def test_a_lead_smaller_than_the_picks_own_move_between_runs_is_re_measured(tmp_path):
+    """Recorded (the README's first command, 1.3 GB, with a CI run starting beside it after
+    its first trial): 128 ran first at 15.6k steps/s, 576 and 704 after the load came at
+    13.1k and 13.5k, so 128 led by 15-19%; 128's confirming run then read 12.7k, 0.81 of its
+    trial. Its own move between runs is larger than its lead: not a lead, re-measure."""
+    run = _recorded(tmp_path, "cpu-quick-1.3GB-load.jsonl")
+    budget, headroom = run.header.budget_bytes, run.header.headroom_fraction
+    asked = choose(run.results, budget, headroom, remeasure_left=True)
+    assert asked.chosen.num_envs == 128 and asked.speed.remeasure == (128, 704)
+    settled = choose(run.results, budget, headroom, remeasure_left=False)
+    assert settled.speed.exhausted
+    assert settled.reasons[704].startswith("unresolved"), settled.reasons[704]
+    assert "128 envs' trial and proof run differ 1.23x" in settled.reasons[704]
+    # Without the confirming run (a sweep before its proof) the trials alone decide, as before
+    before = [x for x in run.results if x.purpose.value != "confirm"]
+    assert choose(before, budget, headroom, remeasure_left=True).speed.remeasure == ()
+
+
+def test_a_move_within_a_windows_own_error_or_rerun_since_widens_nothing():
+    from dataclasses import replace
+
+    from vramtune.records import Purpose
+
+    def timed(n, sps, purpose=Purpose.SEARCH):
+        rates = [sps * (1 + d) for d in (-0.01, -0.005, 0.0, 0.005, 0.01)]
+        return replace(r(n, sps, 1.0), purpose=purpose, steps_per_s_intervals=rates,
+                       steps_per_s_min=min(rates), steps_per_s_max=max(rates),
+                       measured_intervals=len(rates))
+
+    trials = [timed(128, 15_600), timed(704, 13_500)]
+    steady = choose(trials + [timed(128, 15_000, Purpose.CONFIRM)], 4 * GB, 0.1,
+                    remeasure_left=True)  # 0.96 of its trial: a window's own error
+    assert steady.chosen.num_envs == 128 and steady.speed.remeasure == ()
+    moved = trials + [timed(128, 12_700, Purpose.CONFIRM)]
+    assert choose(moved, 4 * GB, 0.1, remeasure_left=True).speed.remeasure == (128, 704)
+    # both ran again since, interleaved: their comparison stands on its own intervals
+    pairs = moved + [timed(128, 12_600, Purpose.ALONE), timed(704, 13_400, Purpose.ALONE)]
+    again = choose(pairs, 4 * GB, 0.1, remeasure_left=True)
+    assert again.speed.remeasure == () and again.chosen.num_envs == 704

@@ -337,3 +337,27 @@ def test_the_proof_run_is_sized_from_the_run_whose_memory_took_longest_to_settle
     step = edge_step(cfg, [search, alone, rec(512, Status.OOM)])
     assert step is not None and step.num_envs == 256
     assert "200 training steps" in step.reason, step.reason
+
+
+def test_a_pick_whose_confirming_run_moved_is_re_measured_and_a_new_pick_proven():
+    """The machine slowed after the first trial (a neighbour's load): 1024 leads 1280 and
+    1408 by 15-19% on trials minutes apart, then its confirming run reads 0.81 of its trial.
+    The lead is smaller than that move: the sizes run again, interleaved, compared on those
+    runs; 1408 proves faster, so it is the pick and is proven in turn."""
+    cfg = config(confirm=True)
+    steady = [1.0, 0.995, 1.005, 0.99, 1.01, 1.0]
+    base = {1024: 12_600, 1280: 13_100, 1408: 13_400}
+    results = [rec(256, sps=6_000), timed(1024, [15_600 * x for x in steady]),
+               timed(1280, [13_100 * x for x in steady]),
+               timed(1408, [13_500 * x for x in steady]), rec(1536, Status.OOM),
+               timed(1024, [12_700 * x for x in steady], Purpose.CONFIRM)]
+    steps = next_steps(cfg, results, cfg.space(), 1)
+    assert [(s.phase, s.num_envs) for s in steps] == [(StepKind.ALONE, 1024), (StepKind.ALONE, 1408)]
+    for _ in range(3):
+        if steps[0].phase is not StepKind.ALONE:
+            break
+        results += [timed(s.num_envs, [base[s.num_envs] * x for x in steady], Purpose.ALONE)
+                    for s in steps]
+        steps = next_steps(cfg, results, cfg.space(), 1)
+    (step,) = steps
+    assert step.phase is StepKind.CONFIRMING and step.num_envs == 1408
