@@ -65,7 +65,7 @@ from vramtune.tune.sweep import (
     run_sweeps,
 )
 from vramtune.units import headroom_limit_bytes, parse_percent, parse_sizes
-from vramtune.views.configs import ConfigFormat, render
+from vramtune.views.configs import HYDRA_TOP_KEYS, ConfigFormat, render
 from vramtune.views.runs import chosen_summary
 from vramtune.workload.configfile import BatchConfig, load_config, normalise_key, settings_block
 from vramtune.workload.emitted import emitted_profile
@@ -512,6 +512,13 @@ def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | Non
     if hydra_prefix and not _HYDRA_KEY.fullmatch(hydra_prefix):
         raise UserError(f"--hydra-prefix {hydra_prefix!r} is not a dotted config key such as "
                         f"ppo or agent.ppo (letters, digits and _, parts joined by dots)")
+    top = hydra_prefix.split(".")[0] if hydra_prefix else ""
+    if top in HYDRA_TOP_KEYS:
+        # the file's own top-level keys: a second one of the same name would replace the
+        # first on load, and the tuned settings would be lost
+        raise UserError(f"--hydra-prefix {hydra_prefix!r} starts with {top!r}, a top-level "
+                        f"key the Hydra file already has ({', '.join(HYDRA_TOP_KEYS)}): "
+                        f"choose another, such as ppo or agent.ppo")
     try:
         fmt_ = ConfigFormat(format)
     except ValueError:

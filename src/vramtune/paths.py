@@ -37,6 +37,9 @@ def check_writable_file(path: str | Path, what: str) -> Path:
     try:
         if file.is_dir():
             raise UserError(f"{what} {file} is a directory; give a file name")
+        if _holds_measurements(file):
+            raise UserError(f"refusing to write {what} {file}: it holds a sweep's measurements "
+                            f"(a results file); give another file name")
         folder = file.parent
         while not folder.exists():
             folder = folder.parent
@@ -47,6 +50,22 @@ def check_writable_file(path: str | Path, what: str) -> Path:
     except OSError as exc:
         raise UserError(f"cannot write {what} {file}: {_reason(exc)}") from None
     return file
+
+
+RESULTS_HEAD = b'{"kind": "header"'  # how every results file begins (results.store)
+RESULTS_NAME = "results.jsonl"  # results.store.RESULTS_FILE (paths imports nothing of ours)
+
+
+def _holds_measurements(file: Path) -> bool:
+    """Is ``file`` a sweep's results file? By its name, or its first bytes whatever its name:
+    a config or a plot written over it would lose what was measured."""
+    if file.name == RESULTS_NAME and file.exists():
+        return True
+    try:
+        with file.open("rb") as handle:
+            return handle.read(len(RESULTS_HEAD)) == RESULTS_HEAD
+    except OSError:
+        return False
 
 
 def check_writable_dir(path: str | Path, what: str) -> Path:

@@ -24,6 +24,15 @@ MAX_BATCH_SIZE = 1 << 24
 MAX_NUM_MINIBATCHES = 1 << 16
 MAX_BYTES = 1 << 60  # 1 EiB: larger than any machine's memory
 MAX_TEXT = 10_000  # characters of any free-text field (names are shorter still)
+# C0 and C1 control characters and lone surrogates: a terminal acts on them (ESC [ 31 m
+# colours it, ESC ] 0 ; retitles the window), YAML refuses them, a newline splits one line.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` on one line with every control character spelled out ('\\x1b', '\\n'):
+    what a file said, shown without letting it act on the terminal or split the line."""
+    return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def describe(value: Any, limit: int = 60) -> str:
@@ -140,13 +149,16 @@ class Fields:
 
     def text(self, key: str, default: Any = MISSING, *, none: bool = False,
              max_len: int = MAX_TEXT, pattern: re.Pattern[str] | None = None,
-             expected: str = "") -> Any:
+             expected: str = "", line: bool = False) -> Any:
+        """A text; ``line``: one line without control characters (a name, a device)."""
         value = self.raw(key, default)
         if value is None and none:
             return None
         words = expected or f"text of at most {max_len} characters"
         if not isinstance(value, str) or len(value) > max_len:
             self.fail(key, words, value)
+        if line and CONTROL.search(value):
+            self.fail(key, "one line of text without control characters", value)
         if pattern is not None and not pattern.fullmatch(value):
             self.fail(key, words, value)
         return value
@@ -186,7 +198,7 @@ class Fields:
         """A mapping of short texts (versions, machine facts)."""
         mapping = self.mapping(key, default)
         sub = Fields(mapping, self.where, f"{self.prefix}{key}.")
-        return {k: sub.text(k, max_len=max_len) for k in mapping}
+        return {k: sub.text(k, max_len=max_len, line=True) for k in mapping}
 
     def scalar_map(self, key: str, default: Any = MISSING) -> dict[str, Any]:
         """A mapping of scalars (text, numbers, booleans, null): a machine summary."""
@@ -195,8 +207,9 @@ class Fields:
             if not (v is None or isinstance(v, str | bool | int)
                     or (isinstance(v, float) and math.isfinite(v))):
                 self.fail(f"{key}.{k}", "text, a number or null", v)
-            if isinstance(v, str) and len(v) > MAX_TEXT:
-                self.fail(f"{key}.{k}", f"text of at most {MAX_TEXT} characters", v)
+            if isinstance(v, str) and (len(v) > MAX_TEXT or CONTROL.search(v)):
+                self.fail(f"{key}.{k}", f"one line of at most {MAX_TEXT} characters without "
+                          f"control characters", v)
         return dict(mapping)
 
     def text_list(self, key: str, default: Any = MISSING, *, max_len: int = MAX_TEXT) -> list[str]:

@@ -24,6 +24,7 @@ from vramtune.cli import (
 from vramtune.cli.common import Terminated
 from vramtune.compat import require_trainable_stack
 from vramtune.errors import UserError
+from vramtune.schema import printable
 
 app = typer.Typer(
     name="vramtune", no_args_is_help=True, pretty_exceptions_enable=False,
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         # click returns a command's typer.Exit code instead of raising it here.
         code = app(args=argv, standalone_mode=False, prog_name="vramtune")
     except UserError as exc:
-        print(f"vramtune: error: {exc}", file=sys.stderr)
+        print(f"vramtune: error: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code

@@ -209,11 +209,14 @@ def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
     cards = api.emit_cards(run_dirs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
                            format=format_, num_timesteps=num_timesteps,
                            hydra_prefix=hydra_prefix)
-    if output is not None and output.exists() and not output.is_dir():
+    if output is not None and paths.exists(output) and not paths.is_dir(output):
         raise UserError(f"-o {output}: several cards write several files, so -o must be a "
                         f"directory")
     base = given[0] if len(given) == 1 and given[0] not in run_dirs else run_dirs[0].parent
-    folder = output if output is not None else base / "configs"
+    # every file inside its folder, checked before any is written (a link named configs
+    # that leads out of the runs is refused, as for one run)
+    folder = output if output is not None else paths.within(base, "configs")
+    paths.check_writable_dir(folder, "-o" if output is not None else "the configs folder")
     failed = False
     files: list[list[str | None]] = []
     records: list[dict[str, Any]] = []
@@ -237,7 +240,7 @@ def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
                 say(f"{tag}: {emission.predicted}")
             name = output_name(f"{source.profile.name}-{_slug(card)}", emission.budget_bytes,
                                format_)
-            _write(folder / name, text)
+            _write(paths.within(folder, name), text)
             say(f"wrote {folder / name}")
             overrides = (hydra_overrides(emission, hydra_prefix)
                          if format_ is ConfigFormat.HYDRA else None)
@@ -252,7 +255,7 @@ def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
     text = cards_markdown(emissions, files)
     table = None
     if any(name for names in files for name in names):
-        table = folder / f"{cards[0][1].profile.name}-cards.md"
+        table = paths.within(folder, f"{safe_name(cards[0][1].profile.name)}-cards.md")
         _write(table, text)
         say(f"wrote {table}")
     if json_warnings is not None:

@@ -100,8 +100,10 @@ def _frame(pairs: Iterable[tuple[Run | None, TrialResult]]) -> pd.DataFrame:
         rows.append(row)
     data = {c: _column([row[c] for row in rows], dtype) for c, dtype in COLUMNS.items()}
     frame = pd.DataFrame(data)
+    # errors="coerce": a time the reader let through and pandas cannot place is NaT (n/a)
     frame["timestamp"] = pd.to_datetime(frame["timestamp"].astype(object), utc=True,
-                                        format="ISO8601").astype("datetime64[us, UTC]")
+                                        format="ISO8601", errors="coerce"
+                                        ).astype("datetime64[us, UTC]")
     return frame
 
 

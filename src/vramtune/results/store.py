@@ -23,9 +23,11 @@ import math
 import os
 import stat
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from vramtune import paths
 from vramtune.errors import UserError
 from vramtune.records import (
     MAX_RECORDED_INTERVALS,
@@ -43,6 +45,11 @@ RESULTS_FILE = "results.jsonl"
 LOCK_FILE = ".lock"
 MAX_RESULTS_BYTES = 1 << 30  # 20000 trials take 30 MB
 MAX_LINE_CHARS = 1 << 20  # one trial line is about 1.5 KB
+# What a header's search section may name (tune.planner.SearchMethod, tune.request.CACHE_MODES,
+# the CLI's --executor): results/ does not import the tuner; a unit test keeps them equal.
+HEADER_SEARCH_METHODS = ("predictive", "bisect")
+HEADER_CACHE_MODES = ("auto", "on", "off")
+HEADER_EXECUTORS = ("local", "ray")
 
 
 @dataclass(frozen=True)
@@ -84,18 +91,31 @@ class RunHeader:
         search.choice("objective", [o.value for o in Objective], None, none=True)
         search.flag("confirm", None, none=True)
         search.int("confirm_steps", None, lo=1, hi=10_000_000, none=True)
+        # the rest a resume reads back (tune.request.reconcile): checked here, once, so that
+        # a damaged value is the header's one-line error, not a flag the user never typed
+        search.int("devices", None, lo=1, hi=1 << 20, none=True)
+        search.choice("search", HEADER_SEARCH_METHODS, None, none=True)
+        search.choice("cache", HEADER_CACHE_MODES, None, none=True)
+        search.choice("executor", HEADER_EXECUTORS, None, none=True)
+        margin = search.number("speed_margin", None, lo=0, none=True)
+        if margin is not None and margin >= 1:
+            search.fail("speed_margin", "a fraction from 0 to below 1", margin)
+        search.text("ray_address", None, none=True, max_len=1000, line=True)
+        search.text("gpu_type", None, none=True, max_len=200, line=True)
         return cls(
-            profile_name=f.text("profile_name", max_len=200),
-            profile_hash=f.text("profile_hash", max_len=64),
+            profile_name=f.text("profile_name", max_len=200, line=True),
+            profile_hash=f.text("profile_hash", max_len=64, line=True),
             profile=dict(profile),
             budget_bytes=f.int("budget_bytes", lo=1, hi=MAX_BYTES, none=True),
             headroom_fraction=headroom,
             machine=f.scalar_map("machine"), versions=f.text_map("versions"),
-            gpu_name=f.text("gpu_name", None, none=True, max_len=200),
-            gpu_driver=f.text("gpu_driver", None, none=True, max_len=200),
+            gpu_name=f.text("gpu_name", None, none=True, max_len=200, line=True),
+            gpu_driver=f.text("gpu_driver", None, none=True, max_len=200,
+                              line=True),
             gpu_total_bytes=f.int("gpu_total_bytes", None, lo=1, hi=MAX_BYTES, none=True),
-            cap=f.text("cap", None, none=True, max_len=200),
-            search=dict(search.data), created=f.text("created", "", max_len=100),
+            cap=f.text("cap", None, none=True, max_len=200, line=True),
+            search=dict(search.data), created=f.text("created", "", max_len=100,
+                                                            line=True),
             schema_version=f.int("schema_version"))
 
     @property
@@ -131,7 +151,9 @@ def trial_key(header: RunHeader, result: TrialResult) -> tuple[Any, ...]:
 
 def _drop_partial_line(path: Path) -> None:
     """Cut a line a crash left half-written, so the next record starts on a line of its own
-    (appending onto it would glue two records into one damaged line)."""
+    (appending onto it would glue two records into one damaged line). A last line that is
+    whole but lacks its line break (an editor that adds none) is a record the reader used:
+    it gets its line break instead of being cut."""
     try:
         with open(path, "rb+") as handle:
             size = handle.seek(0, os.SEEK_END)
@@ -140,13 +162,32 @@ def _drop_partial_line(path: Path) -> None:
             handle.seek(size - 1)
             if handle.read(1) == b"\n":
                 return
-            block = min(size, 1 << 20)
-            handle.seek(size - block)
-            tail = handle.read(block)
-            cut = tail.rfind(b"\n")
-            handle.truncate(size - block + cut + 1 if cut >= 0 else 0)
+            end = size  # the last line break, looked for back from the end a block at a time
+            while end > 0:
+                start = max(0, end - (1 << 20))
+                handle.seek(start)
+                found = handle.read(end - start).rfind(b"\n")
+                if found >= 0:
+                    end = start + found + 1
+                    break
+                end = start
+            last = size - end
+            if last <= MAX_LINE_CHARS * 4:  # a line the reader could have read, in UTF-8
+                handle.seek(end)
+                if _whole_record(handle.read(last)):
+                    handle.seek(size)
+                    handle.write(b"\n")
+                    return
+            handle.truncate(end)
     except FileNotFoundError:
         return
+
+
+def _whole_record(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line.decode("utf-8")), dict)
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are both
+        return False
 
 
 def _write_line(path: Path, data: dict[str, Any]) -> None:
@@ -272,12 +313,25 @@ _NULLABLE_TEXTS = ("backend", "device_kind", "cap", "nvml_note", "error_type", "
                    "gpu_name", "gpu_driver", "timestamp")
 
 
+_ONE_LINE_TEXTS = frozenset({"backend", "device_kind", "cap", "gpu_name", "gpu_driver",
+                             "timestamp"})
+
+
+def _iso_time(text: str) -> datetime | None:
+    """The time an ISO 8601 text names (what records.now_iso writes), else None. The frame's
+    pandas parser must accept every text this accepts: both read ISO 8601."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
 def trial_from_dict(data: Any, where: str) -> TrialResult:
     """A checked trial line: every field's type and range; UserError names the key."""
     f = Fields(data, where, what="a trial line")
     f.choice("status", [s.value for s in Status])
     f.text("profile", max_len=200)
-    f.text("profile_hash", max_len=64)
+    f.text("profile_hash", max_len=64, line=True)
     f.int("num_envs", lo=1, hi=MAX_NUM_ENVS)
     f.choice("purpose", [p.value for p in Purpose], None, none=True)
     for key, (lo, hi) in _NULLABLE_INTS.items():
@@ -286,7 +340,10 @@ def trial_from_dict(data: Any, where: str) -> TrialResult:
         f.number(key, None, lo=0, none=True)
     f.number("instructions_per_env_step", None, above=0, hi=1e12, none=True)
     for key in _NULLABLE_TEXTS:
-        f.text(key, None, none=True, max_len=1000)
+        f.text(key, None, none=True, max_len=1000, line=key in _ONE_LINE_TEXTS)
+    stamp = data.get("timestamp")
+    if stamp is not None and _iso_time(stamp) is None:
+        f.fail("timestamp", "an ISO 8601 time such as 2026-11-28T17:27:35+00:00", stamp)
     f.text("error_message", None, none=True, max_len=100_000)
     f.flag("memory_steady", None, none=True)
     f.flag("speed_steady", None, none=True)
@@ -325,7 +382,7 @@ def parse_json(text: str, where: str) -> Any:
 def run_directory(path: str | Path) -> Path:
     """The run directory a --resume argument names (the folder, or its results.jsonl)."""
     path = Path(path)
-    return path.parent if path.name == RESULTS_FILE and not path.is_dir() else path
+    return path.parent if path.name == RESULTS_FILE and not paths.is_dir(path) else path
 
 
 def results_path(directory: str | Path) -> Path:

@@ -78,6 +78,9 @@ def _non_finite(value: Any, path: str) -> str | None:
 def _first_error(cls: type, exc: ValidationError, where: str) -> str:
     """pydantic's first complaint as this package words one: '<where>: <key> must be ...'."""
     error = exc.errors(include_url=False)[0]
+    if error.get("type") == "json_invalid":  # a lone surrogate ('\ud800') Python read as text
+        return (f"{where}: holds text that is not valid Unicode (a lone surrogate such as "
+                f"\\ud800): {str(error.get('msg', '')).removeprefix('Invalid JSON: ')}")
     loc = list(error.get("loc") or ())
     key = str(loc[0]) if loc else "?"
     for part in loc[1:]:

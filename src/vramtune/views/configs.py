@@ -17,6 +17,7 @@ from vramtune import fmt, yamlio
 from vramtune.errors import UserError
 from vramtune.measure.cap import DEFAULT_GPU_FRACTION
 from vramtune.records import Objective, TrialResult
+from vramtune.schema import printable
 from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
 from vramtune.units import both_units, budget_label, format_bytes
 from vramtune.views.tables import Column, Table
@@ -24,6 +25,8 @@ from vramtune.workload.emitted import header_line
 from vramtune.workload.profile import Profile, safe_name
 
 PREALLOCATE_VAR = "XLA_PYTHON_CLIENT_PREALLOCATE"
+
+HYDRA_TOP_KEYS = ("network", "hydra")  # beside the prefix's, in a Hydra file
 
 
 class ConfigFormat(StrEnum):
@@ -145,8 +148,9 @@ def _date(timestamp: str | None) -> str:
 
 def _comment(lines: Sequence[str]) -> str:
     """Comment lines; a line break inside a text (a name, an error) starts a new comment
-    line, so no text read from a file can end the comment and become YAML."""
-    return "".join(f"# {part}".rstrip() + "\n" for line in lines
+    line, so no text read from a file can end the comment and become YAML, and any other
+    control character is spelled out (YAML refuses them)."""
+    return "".join(f"# {printable(part)}".rstrip() + "\n" for line in lines
                    for part in str(line).splitlines() or [""])
 
 
@@ -198,7 +202,7 @@ def render(source: Measurements, emission: Emission, fmt_: ConfigFormat = Config
             timesteps = ["num_timesteps is not set: keep brax_ppo_config's"]
         body = _dump({"ppo_params": params}) + _comment(env_notes) + _dump({"xla_env": env})
         return _comment(comments + timesteps + usage) + body
-    if fmt_ is ConfigFormat.HYDRA:
+    if fmt_ is ConfigFormat.HYDRA:  # top-level keys: HYDRA_TOP_KEYS and the prefix's first
         override = hydra_overrides(emission, hydra_prefix)
         usage = [f"override: {override}",
                  "hydra.job.env_set sets the XLA variables for the job before JAX starts"]

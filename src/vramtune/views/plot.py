@@ -87,7 +87,8 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
     h = run.header
     budget_text = f"budget {format_bytes(budget_bytes)} {kind}" if budget_bytes else "no budget"
     fig.suptitle(f"{h.profile_name} on {h.device}\n{budget_text}, headroom {headroom_fraction:.0%}, "
-                 f"objective {rec.objective}", fontsize=11)
+                 f"objective {rec.objective}", fontsize=11,
+                 parse_math=False)  # names from the file: a '$' is text, not mathtext
 
     for label, style, pts in series:
         ax_mem.plot([n for n, _ in pts], [v / scale for _, v in pts], style, label=label,
@@ -143,7 +144,8 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
     elif rec.notice:
         ax_speed.text(0.5, 0.95, textwrap.fill(f"no recommendation: {rec.notice}", 90),
                       transform=ax_speed.transAxes, ha="center", va="top", fontsize=8,
-                      color="tab:red", bbox={"facecolor": "white", "alpha": 0.9, "edgecolor": "none"})
+                      color="tab:red", parse_math=False,
+                      bbox={"facecolor": "white", "alpha": 0.9, "edgecolor": "none"})
 
     sizes = sorted({r.num_envs for r in results})
     ax_speed.set_xscale("log", base=2)

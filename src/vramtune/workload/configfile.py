@@ -19,7 +19,7 @@ from typing import Any
 
 from vramtune import yamlio
 from vramtune.errors import UserError
-from vramtune.schema import describe
+from vramtune.schema import describe, printable
 from vramtune.workload.rules import (
     BRAX_DEFAULTS,
     BatchShape,
@@ -129,7 +129,8 @@ def _walk(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ..
 
 
 def _dotted(path: tuple[str, ...]) -> str:
-    return ".".join(path).replace(".[", "[")
+    """A key's path as shown: a control character in a key is spelled out, not printed."""
+    return printable(".".join(path).replace(".[", "["))
 
 
 def _lookup(root: Any, dotted: str) -> Any:
@@ -250,9 +251,13 @@ def parse_config(data: Any, source: str = "<config>") -> BatchConfig:
 def load_config(path: str | Path) -> BatchConfig:
     """Read a YAML (or JSON) config file; every reason it cannot be read is a UserError."""
     file = Path(path).expanduser()
-    if not file.exists():
+    try:
+        found, is_file = file.exists(), file.is_file()
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        raise UserError(f"{file}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    if not found:
         raise UserError(f"{file}: no such file")
-    if not file.is_file():
+    if not is_file:
         raise UserError(f"{file}: not a file")
     text = yamlio.read_text(file, what="config")
     documents = [d for d in yamlio.loads(text, str(file), documents=True) if d is not None]

@@ -41,3 +41,106 @@ def test_a_linked_configs_folder_is_refused_before_anything_is_written(corpus, t
     out = tmp_path / "chosen"  # -o is the way to write elsewhere
     assert app.main(["emit-config", str(run), "--gpu-mem", "1GB,2GB", "-o", str(out)]) in (0, 1)
     assert len(list(out.iterdir())) == 3
+
+
+def _set_header(run, **fields):
+    import json
+
+    lines = (run / "results.jsonl").read_text().splitlines()
+    head = json.loads(lines[0])
+    for key, value in fields.items():
+        target = head
+        *parents, last = key.split(".")
+        for p in parents:
+            target = target.setdefault(p, {})
+        target[last] = value
+    (run / "results.jsonl").write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+
+
+def test_a_mixed_cluster_parent_whose_configs_link_leads_out_is_refused(corpus, tmp_path, capsys):
+    """Found by a review: with runs of two cards under one parent, emit-config wrote through
+    a `configs` link to a folder outside the parent (one run refused the same link)."""
+    parent = tmp_path / "parent"
+    for card in ("A", "B"):
+        shutil.copytree(corpus / "runs/control-good", parent / f"card{card}")
+        _set_header(parent / f"card{card}", **{"machine.cpu": f"CPU {card}"})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (parent / "configs").symlink_to(elsewhere)
+    assert app.main(["emit-config", str(parent), "--gpu-mem", "1GB"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("vramtune: error: refusing to write 'configs'"), err
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["results.jsonl", "config.yaml"])
+def test_a_file_holding_measurements_is_never_written_over(corpus, tmp_path, capsys, name):
+    """-o (or report --plot) naming the run's own results file, or any file that is one
+    whatever its name, is refused: the measurements would be replaced by a config."""
+    run = _good_run(corpus, tmp_path)
+    target = run / name
+    if name != "results.jsonl":
+        shutil.copy(run / "results.jsonl", target)
+    before = target.read_bytes()
+    assert app.main(["emit-config", str(run), "--gpu-mem", "1GB", "-o", str(target)]) == 2
+    assert app.main(["report", str(run), "--plot", str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert all("it holds a sweep's measurements" in line for line in err), err
+    assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("prefix", ["hydra", "network", "network.ppo"])
+def test_a_hydra_prefix_that_is_a_top_level_key_of_the_file_is_refused(corpus, tmp_path, capsys,
+                                                                          prefix):
+    """A second top-level `hydra:` or `network:` replaced the first on load: the tuned
+    settings were lost from a file that emit-config said it wrote."""
+    run = _good_run(corpus, tmp_path)
+    out = tmp_path / "h.yaml"
+    assert app.main(["emit-config", str(run), "--gpu-mem", "1GB", "--format", "hydra",
+                     "--hydra-prefix", prefix, "-o", str(out)]) == 2
+    assert "a top-level key the Hydra file already has" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_name_too_long_is_one_line_for_every_command_that_reads_or_writes(corpus, tmp_path,
+                                                                            capsys):
+    run = _good_run(corpus, tmp_path)
+    long = tmp_path / ("n" * 300)
+    for argv in (["emit-config", str(run), "--gpu-mem", "1GB", "-o", str(long)],
+                 ["check", f"{long}.yaml"],
+                 ["sweep", "--resume", str(long / "results.jsonl")]):
+        assert app.main(argv) == 2, argv
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("vramtune: error: ") for line in err), err
+
+
+def test_a_dollar_in_a_header_name_is_text_in_the_plot(corpus, tmp_path, capsys):
+    """matplotlib read '$...$' in the device name as mathtext and raised past the table."""
+    pytest.importorskip("matplotlib")
+    run = _good_run(corpus, tmp_path)
+    _set_header(run, gpu_name=r"GPU $\undefinedcmd{x}$")
+    assert app.main(["report", str(run), "--plot", str(tmp_path / "p.png")]) == 0
+    assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_a_control_character_in_a_config_key_is_spelled_out(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text('"\\e[31mRED":\n  num_envs: 64\n  batch_size: 64\n  num_minibatches: 4\n')
+    app.main(["check", str(config)])
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\x1b[31mRED.num_envs" in out
+
+
+def test_a_user_error_is_one_line_whatever_it_quotes(capsys):
+    from vramtune.errors import UserError
+
+    @app.app.command("raise-for-test", hidden=True)
+    def _raise() -> None:
+        raise UserError("evil\nvramtune: all good \x1b[31m")
+
+    try:
+        assert app.main(["raise-for-test"]) == 2
+    finally:
+        app.app.registered_commands.pop()
+    err = capsys.readouterr().err
+    assert err == "vramtune: error: evil\\nvramtune: all good \\x1b[31m\n"

@@ -188,3 +188,88 @@ def test_a_dotted_path_makes_only_the_directory_it_names(tmp_path):
     create_run(tmp_path / "run" / "x" / "..", header()).release()
     assert (tmp_path / "run" / "results.jsonl").is_file()
     assert not (tmp_path / "run" / "x").exists()
+
+
+def _with_header(tmp_path, **fields):
+    create_run(tmp_path, header())
+    path = tmp_path / RESULTS_FILE
+    head = json.loads(path.read_text().splitlines()[0])
+    for key, value in fields.items():
+        target = head
+        *parents, last = key.split(".")
+        for p in parents:
+            target = target.setdefault(p, {})
+        target[last] = value
+    path.write_text(json.dumps(head) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("profile_name", "q\x1b]0;TITLE\x07x"), ("gpu_name", "\x1b[31mRED"),
+    ("machine.cpu", "CPU\x1b[2J"), ("versions.jax", "0.9\n2"), ("profile_name", "a\nb")])
+def test_a_header_name_with_control_characters_is_refused(tmp_path, key, value):
+    """A terminal acts on them (colours, a new window title), YAML refuses them, and a line
+    break split the one-line error that named the profile: refused where read."""
+    _with_header(tmp_path, **{key: value})
+    with pytest.raises(UserError, match="without control characters") as caught:
+        load_run(tmp_path)
+    assert "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("devices", "abc"), ("devices", [1]), ("devices", -3), ("search", "bogus"),
+    ("cache", [1]), ("executor", "slurm"), ("speed_margin", "abc"), ("speed_margin", 1.5),
+    ("gpu_type", "A\nB")])
+def test_every_search_field_a_resume_reads_is_checked_in_the_header(tmp_path, key, value):
+    _with_header(tmp_path, **{f"search.{key}": value})
+    with pytest.raises(UserError, match=f"search.{key} must be"):
+        load_run(tmp_path)
+
+
+def test_the_headers_search_names_are_the_tuners():
+    from vramtune.cli.sweep_cmd import ExecutorKind
+    from vramtune.results.store import HEADER_CACHE_MODES, HEADER_EXECUTORS, HEADER_SEARCH_METHODS
+    from vramtune.tune.planner import SearchMethod
+    from vramtune.tune.request import CACHE_MODES
+
+    assert set(HEADER_SEARCH_METHODS) == {m.value for m in SearchMethod}
+    assert set(HEADER_CACHE_MODES) == set(CACHE_MODES)
+    assert set(HEADER_EXECUTORS) == {e.value for e in ExecutorKind}
+
+
+def test_a_trial_line_with_a_time_that_is_not_one_is_skipped_with_a_warning(tmp_path):
+    create_run(tmp_path, header())
+    append_result(tmp_path, trial(128))
+    with open(tmp_path / RESULTS_FILE, "a") as handle:
+        handle.write(json.dumps({"kind": "trial", **trial(256).to_dict(),
+                                 "timestamp": "yesterday"}) + "\n")
+    run = load_run(tmp_path)
+    assert [r.num_envs for r in run.results] == [128]
+    assert "timestamp must be an ISO 8601 time" in run.warnings[0]
+
+
+def test_a_whole_last_line_without_its_line_break_is_kept_when_appending(tmp_path):
+    """An editor that adds no final line break: the reader used that record, so the next
+    write gives it its line break rather than cutting it off as a crash's half line."""
+    create_run(tmp_path, header())
+    append_result(tmp_path, trial(128))
+    path = tmp_path / RESULTS_FILE
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    assert [r.num_envs for r in load_run(tmp_path).results] == [128]
+    append_result(tmp_path, trial(256))
+    assert [r.num_envs for r in load_run(tmp_path).results] == [128, 256]
+
+
+def test_a_cut_off_line_longer_than_a_block_is_cut_back_to_the_last_whole_line(tmp_path):
+    create_run(tmp_path, header())
+    append_result(tmp_path, trial(128))
+    with open(tmp_path / RESULTS_FILE, "a") as handle:
+        handle.write('{"kind": "trial", "notes": ["' + "x" * (3 << 20))
+    append_result(tmp_path, trial(256))
+    assert [r.num_envs for r in load_run(tmp_path).results] == [128, 256]
+
+
+def test_a_lone_surrogate_in_a_header_is_named_as_such(tmp_path):
+    _with_header(tmp_path, gpu_name="\ud800")
+    with pytest.raises(UserError, match="not valid Unicode"):
+        load_run(tmp_path)
