@@ -58,7 +58,8 @@ class Found:
 
     @property
     def where(self) -> str:
-        return self.path if self.path is not None else "not set: ppo.train default"
+        # shown, so a control character in a key is spelled out, not printed
+        return printable(self.path) if self.path is not None else "not set: ppo.train default"
 
 
 @dataclass(frozen=True)
@@ -129,8 +130,7 @@ def _walk(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ..
 
 
 def _dotted(path: tuple[str, ...]) -> str:
-    """A key's path as shown: a control character in a key is spelled out, not printed."""
-    return printable(".".join(path).replace(".[", "["))
+    return ".".join(path).replace(".[", "[")
 
 
 def _lookup(root: Any, dotted: str) -> Any:
@@ -228,7 +228,7 @@ def parse_config(data: Any, source: str = "<config>") -> BatchConfig:
             why = ("an evaluation setting" if _is_eval(path) else
                    "the one used sits with the batch settings" if rank((path, raw))[1] >
                    rank((env_path, env_raw))[1] else "the one used is shallower")
-            notes.append(f"also found {_dotted(path)}={raw!r}, not used ({why})")
+            notes.append(printable(f"also found {_dotted(path)}={raw!r}, not used ({why})"))
     settings: dict[str, Found] = {}
     for name in ("batch_size", "num_minibatches", "unroll_length"):
         found = _candidates(data, name)
@@ -240,8 +240,8 @@ def parse_config(data: Any, source: str = "<config>") -> BatchConfig:
         settings[name] = Found(_as_int(raw, name, _dotted(path), data), _dotted(path))
         for other, value in found:
             if other != path:
-                notes.append(f"also found {_dotted(other)}={value!r}, not used ({_dotted(path)} "
-                             f"is closer to {num_envs.path})")
+                notes.append(printable(f"also found {_dotted(other)}={value!r}, not used "
+                                       f"({_dotted(path)} is closer to {num_envs.path})"))
     if len(notes) > MAX_NOTES:
         notes[MAX_NOTES:] = [f"... and {len(notes) - MAX_NOTES} more occurrences, not used"]
     return BatchConfig(source, num_envs, settings["batch_size"], settings["num_minibatches"],
