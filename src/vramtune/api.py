@@ -25,7 +25,7 @@ from vramtune.inputs import (
     MAX_TRAINING_STEPS,
     Percent,
     Size,
-    as_bytes,
+    as_budgets,
     as_cap,
     as_devices,
     as_fraction,
@@ -64,7 +64,7 @@ from vramtune.tune.sweep import (
     run_sweep,
     run_sweeps,
 )
-from vramtune.units import headroom_limit_bytes, parse_percent, parse_sizes
+from vramtune.units import headroom_limit_bytes, parse_percent
 from vramtune.views.configs import HYDRA_TOP_KEYS, ConfigFormat, render
 from vramtune.views.runs import chosen_summary
 from vramtune.workload.configfile import BatchConfig, load_config, normalise_key, settings_block
@@ -327,7 +327,7 @@ def recommend(results: list[TrialResult] | tuple[TrialResult, ...], *, gpu_mem: 
     ``speed_margin`` as the sweep's (default 2%)."""
     fraction = as_fraction(headroom)
     margin = as_margin(speed_margin)
-    return choose(results, as_bytes(gpu_mem), 0.0 if fraction is None else fraction,
+    return choose(results, as_cap(gpu_mem), 0.0 if fraction is None else fraction,
                   as_objective(objective) or Objective.THROUGHPUT,
                   margin=DEFAULT_SPEED_MARGIN_FRACTION if margin is None else margin)
 
@@ -497,14 +497,7 @@ def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | Non
           objective: str | Objective | None, headroom: Percent, format: str | ConfigFormat,
           num_timesteps: int | None, hydra_prefix: str
           ) -> tuple[Measurements, list[EmittedConfig]]:
-    if isinstance(gpu_mem, str):
-        budgets: list[int | None] = list(dict.fromkeys(parse_sizes(gpu_mem, what="--gpu-mem")))
-    elif gpu_mem is None:
-        budgets = [None]
-    elif isinstance(gpu_mem, int):
-        budgets = [as_bytes(gpu_mem)]
-    else:
-        budgets = list(dict.fromkeys(as_bytes(b) for b in gpu_mem))
+    budgets: list[int | None] = [None] if gpu_mem is None else list(as_budgets(gpu_mem))
     if num_timesteps is not None and (isinstance(num_timesteps, bool)
                                       or not 1 <= num_timesteps <= MAX_NUM_TIMESTEPS):
         raise UserError(f"--num-timesteps must be an integer from 1 to {MAX_NUM_TIMESTEPS}, "

@@ -8,6 +8,7 @@ says what was expected. None stays None: the caller's default applies.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
@@ -16,7 +17,7 @@ from vramtune.errors import UserError
 from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
 from vramtune.records import MAX_PARALLEL, PARALLEL_AUTO, Objective
 from vramtune.schema import MAX_NUM_ENVS
-from vramtune.units import parse_percent, parse_size
+from vramtune.units import parse_percent, parse_size, parse_sizes
 from vramtune.workload.profile import MAX_TIMEOUT_S
 
 E = TypeVar("E", bound=StrEnum)
@@ -44,6 +45,26 @@ def as_cap(value: Size, what: str = "--gpu-mem") -> int | None:
         raise UserError(f"{what} {value}: below {MIN_CAP_BYTES >> 20} MiB, less than a Python "
                         f"process needs to start and import JAX")
     return budget
+
+
+def as_budgets(value: str | int | Sequence[str | int], what: str = "--gpu-mem") -> list[int]:
+    """Budgets to read measurements against ('8GB,12GB' or a list), each at least
+    MIN_CAP_BYTES as a trial's cap must be, in the order given, duplicates dropped.
+
+    A bare number is bytes, so '1,3GB' would read as 1 byte and 3 GB: a decimal comma is
+    named in the error rather than read as two budgets."""
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",")]
+        for whole, fraction in zip(parts, parts[1:], strict=False):
+            if (whole.isdecimal() and len(whole) < 9 and int(whole) < MIN_CAP_BYTES
+                    and fraction[:1].isdecimal()):
+                raise UserError(f"{what} {value!r}: a comma separates budgets, so {whole!r} "
+                                f"alone would mean {whole} B; for one budget write a "
+                                f"decimal point ({whole}.{fraction})")
+        values: list[str | int] = list(parse_sizes(value, what=what))
+    else:
+        values = [value] if isinstance(value, int) else list(value)
+    return list(dict.fromkeys(b for v in values if (b := as_cap(v, what)) is not None))
 
 
 def as_fraction(value: Percent, what: str = "--headroom") -> float | None:

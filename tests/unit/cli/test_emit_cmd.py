@@ -144,3 +144,19 @@ def test_a_user_error_is_one_line_whatever_it_quotes(capsys):
         app.app.registered_commands.pop()
     err = capsys.readouterr().err
     assert err == "vramtune: error: evil\\nvramtune: all good \\x1b[31m\n"
+
+
+@pytest.mark.parametrize(("gpu_mem", "says"), [
+    ("1,3GB", "a comma separates budgets, so '1' alone would mean 1 B; for one budget "
+              "write a decimal point (1.3GB)"),
+    ("1GB,3", "--gpu-mem 3: below 64 MiB"),
+    ("", "invalid --gpu-mem '': expected e.g. 8GB or 8GB,12GB"),
+])
+def test_a_budget_no_trial_could_run_under_is_refused_not_read(corpus, tmp_path, capsys,
+                                                               gpu_mem, says):
+    """A bare number is bytes: '1,3GB' read as budgets of 1 byte and 3 GB before."""
+    run = _good_run(corpus, tmp_path)
+    assert app.main(["emit-config", str(run), "--gpu-mem", gpu_mem]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not (run / "configs").exists()
