@@ -204,7 +204,8 @@ def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
                 output: Path | None, num_timesteps: int | None, hydra_prefix: str,
                 say: Callable[[str], None] = _say, json_warnings: list[str] | None = None) -> None:
     """Runs of several cards (a mixed cluster's parent directory): one config per card and
-    budget, and the per-card quick-reference table, in -o DIR or <parent>/configs/.
+    budget, and the per-card quick-reference table, in -o DIR or <first directory
+    given>/configs/ (the parent's, or the first run's).
     ``json_warnings`` not None: print the JSON object (with these warnings), not the table."""
     cards = api.emit_cards(run_dirs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
                            format=format_, num_timesteps=num_timesteps,
@@ -212,7 +213,7 @@ def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
     if output is not None and paths.exists(output) and not paths.is_dir(output):
         raise UserError(f"-o {output}: several cards write several files, so -o must be a "
                         f"directory")
-    base = given[0] if len(given) == 1 and given[0] not in run_dirs else run_dirs[0].parent
+    base = given[0]  # the first directory given (a parent, or a run), as for one card
     # every file inside its folder, checked before any is written (a link named configs
     # that leads out of the runs is refused, as for one run)
     folder = output if output is not None else paths.within(base, "configs")

@@ -160,3 +160,16 @@ def test_a_budget_no_trial_could_run_under_is_refused_not_read(corpus, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
     assert not (run / "configs").exists()
+
+
+def test_runs_of_two_cards_given_one_by_one_write_into_the_first_run(corpus, tmp_path, capsys):
+    """Without -o the files stay inside what was given: the first run's configs folder, as
+    for one card (they went to the folder beside the runs before)."""
+    runs = [tmp_path / f"card{card}" for card in ("A", "B")]
+    for card, run in zip("AB", runs, strict=True):
+        shutil.copytree(corpus / "runs/control-good", run)
+        _set_header(run, **{"machine.cpu": f"CPU {card}"})
+    assert app.main(["emit-config", *map(str, runs), "--gpu-mem", "1GB"]) in (0, 1)
+    written = sorted(p.name for p in (runs[0] / "configs").iterdir())
+    assert written == ["quick-CPU-A-1GB.yaml", "quick-CPU-B-1GB.yaml", "quick-cards.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cardA", "cardB"]
