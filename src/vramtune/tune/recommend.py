@@ -408,8 +408,12 @@ def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
             other = max(open_, key=lambda n: speed.comparisons[n].ratio)
             words = comparison_words(min(other, f), max(other, f), speed.comparisons[other],
                                      fastest_is=f)
+            # the ratio (every pairwise ratio's median) may lean the other way within
+            # noise: the medians the pick stands on are shown beside it
+            medians = ", ".join(f"{n}: {fmt_rate(speed.rates[n].median)}" for n in (f, other)
+                                if n in speed.rates)
             return (f"recommended (throughput: {words}; no re-measurement left: the faster "
-                    f"median is picked)")
+                    f"median is picked{f' ({medians} steps/s)' if medians else ''})")
         return "recommended (throughput: fastest median)"
     c = speed.comparisons.get(num_envs)
     if num_envs == f:

@@ -72,7 +72,7 @@ def test_overlapping_ranges_are_called_noise_not_slower():
     # With no re-measurement left, the faster median is picked, and the reason says so.
     done = choose([best, close, far], None, 0.1, remeasure_left=False)
     assert done.chosen is best and done.remeasure == ()
-    assert done.reasons[512].endswith("no re-measurement left: the faster median is picked)")
+    assert "no re-measurement left: the faster median is picked (" in done.reasons[512]
 
 
 def test_a_tie_that_is_not_the_fastest_range_is_not_taken():
@@ -160,7 +160,9 @@ def test_an_unresolved_larger_size_is_named_when_no_re_measurement_is_left():
     done = choose(rows, None, 0.1, remeasure_left=False)
     assert done.chosen.num_envs == 512 and done.speed.exhausted
     assert "unresolved: 1024 vs 512" in done.reasons[512]
-    assert done.reasons[512].endswith("no re-measurement left: the faster median is picked)")
+    # the medians the pick stands on, beside a ratio that may lean the other way
+    assert done.reasons[512].endswith("no re-measurement left: the faster median is picked "
+                                      "(512: 100,000, 1024: 98,000 steps/s))")
 
 
 def test_a_size_short_of_room_is_not_ranked_unless_a_proof_of_it_or_above_it_passed():
