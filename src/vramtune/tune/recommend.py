@@ -58,6 +58,17 @@ class Recommendation:
                 else None)
 
     @property
+    def steady_steps_per_s(self) -> float | None:
+        """The pick's steps/s as the speed pick weighed it: the median over every interval of
+        its ranked runs (``chosen`` is its fastest run, which reads high once it ran twice);
+        the chosen run's own figure where no comparison pooled it."""
+        c = self.chosen
+        rates = self._rates(c.num_envs) if c is not None else None
+        if rates is not None and rates.median:
+            return rates.median
+        return c.steps_per_s if c is not None else None
+
+    @property
     def remeasure(self) -> tuple[int, ...]:
         """Two sizes whose comparison is unresolved and could change the pick: measure them
         again, alone and interleaved. Empty: the pick is decided."""

@@ -54,15 +54,18 @@ def recommendation_line(rec: Recommendation, budget_bytes: int | None) -> str:
 
 
 def chosen_summary(rec: Recommendation, budget_bytes: int | None) -> str:
-    """The pick in one sentence: its settings, its run's speed, and the highest peak of any
-    run of that size (a run alone may have compiled warm and peaked lower)."""
+    """The pick in one sentence: its settings, its speed as the pick weighed it (pooled over
+    its runs where it ran more than once), and the highest peak of any run of that size (a
+    run alone may have compiled warm and peaked lower)."""
     c = rec.chosen
     assert c is not None
     peak = rec.peak_bytes
     share = f"{peak / budget_bytes:.0%} of budget" if (budget_bytes and peak) else ""
     said = "; ".join(w for w in (rec.peak_among, share) if w)
+    rate = rec.steady_steps_per_s
+    pooled = " (median over its runs)" if rate != c.steps_per_s else ""
     return (f"num_envs={c.num_envs}, batch_size={c.batch_size}, "
-            f"num_minibatches={c.num_minibatches}: {fmt.rate(c.steps_per_s)} steps/s, peak "
+            f"num_minibatches={c.num_minibatches}: {fmt.rate(rate)} steps/s{pooled}, peak "
             f"{format_bytes(peak)} {c.memory_label}{f' ({said})' if said else ''}")
 
 

@@ -144,3 +144,25 @@ def test_compare_csv_and_json_keep_raw_numbers():
     data = json.loads(cmp.compare_json(CPU_RUN, GPU_RUN, rows))
     assert data["a"]["memory"] == "host RAM" and data["b"]["memory"] == "VRAM"
     assert data["rows"][0]["steps_per_s_b"] == 90_000.0
+
+
+def test_the_recommended_line_quotes_the_rate_the_pick_weighed_not_its_fastest_run():
+    """A size re-measured alone is chosen by its fastest run, but compared on every interval
+    of its runs: the line quotes that pooled median, as the throughput line does."""
+    from vramtune.records import Purpose
+
+    def run(n, rates, purpose=Purpose.SEARCH):
+        return replace(cpu_trial(n, 800, rates[len(rates) // 2]), purpose=purpose,
+                       steps_per_s_intervals=rates, steps_per_s_min=min(rates),
+                       steps_per_s_max=max(rates), measured_intervals=len(rates))
+
+    rows = [run(128, [9_000.0, 9_100.0, 9_200.0]),
+            run(640, [13_300.0, 13_351.0, 13_400.0]),
+            run(640, [12_300.0, 12_386.0, 12_400.0], Purpose.ALONE)]
+    rec = choose(rows, 1_100_000_000, 0.1)
+    assert rec.chosen.steps_per_s == 13_351 and rec.steady_steps_per_s == 12_850
+    line = cmp.recommendation_line(rec, 1_100_000_000)
+    assert "num_minibatches=4: 12,850 steps/s (median over its runs), peak" in line, line
+    assert rec.speed_line.startswith("steady 12,850 (95% interval")
+    alone = choose(rows[:2], 1_100_000_000, 0.1)  # one run: its own figure, no words
+    assert "13,351 steps/s, peak" in cmp.recommendation_line(alone, 1_100_000_000)
