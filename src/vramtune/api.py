@@ -497,7 +497,7 @@ def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | Non
           objective: str | Objective | None, headroom: Percent, format: str | ConfigFormat,
           num_timesteps: int | None, hydra_prefix: str
           ) -> tuple[Measurements, list[EmittedConfig]]:
-    budgets: list[int | None] = [None] if gpu_mem is None else list(as_budgets(gpu_mem))
+    budgets = [None] if gpu_mem is None else as_budgets(gpu_mem)
     if num_timesteps is not None and (isinstance(num_timesteps, bool)
                                       or not 1 <= num_timesteps <= MAX_NUM_TIMESTEPS):
         raise UserError(f"--num-timesteps must be an integer from 1 to {MAX_NUM_TIMESTEPS}, "

@@ -8,6 +8,7 @@ says what was expected. None stays None: the caller's default applies.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -47,24 +48,38 @@ def as_cap(value: Size, what: str = "--gpu-mem") -> int | None:
     return budget
 
 
-def as_budgets(value: str | int | Sequence[str | int], what: str = "--gpu-mem") -> list[int]:
+def as_budgets(value: str | int | float | Sequence[str | int | float | None],
+               what: str = "--gpu-mem") -> list[int | None]:
     """Budgets to read measurements against ('8GB,12GB' or a list), each at least
-    MIN_CAP_BYTES as a trial's cap must be, in the order given, duplicates dropped.
+    MIN_CAP_BYTES as a trial's cap must be, in the order given, duplicates dropped; at
+    least one. None in a list is the run's own budget, kept in its place.
 
-    A bare number is bytes, so '1,3GB' would read as 1 byte and 3 GB: a decimal comma is
-    named in the error rather than read as two budgets."""
+    A bare number is bytes, so '1,3GB' would read as 1 byte and 3 GB: a decimal comma (or a
+    thousands separator, '1,300MB') is named in the error rather than read as two budgets."""
     if isinstance(value, str):
         parts = [p.strip() for p in value.split(",")]
-        for whole, fraction in zip(parts, parts[1:], strict=False):
-            if (whole.isdecimal() and len(whole) < 9 and int(whole) < MIN_CAP_BYTES
-                    and fraction[:1].isdecimal()):
+        for whole, rest in zip(parts, parts[1:], strict=False):
+            digits = _LEADING_DIGITS.match(rest)
+            if _ASCII_DIGITS.fullmatch(whole) and int(whole) < MIN_CAP_BYTES and digits:
+                hint = (f"without the thousands separator ({whole}{rest})"
+                        if len(digits[0]) == 3 else f"with a decimal point ({whole}.{rest})")
                 raise UserError(f"{what} {value!r}: a comma separates budgets, so {whole!r} "
-                                f"alone would mean {whole} B; for one budget write a "
-                                f"decimal point ({whole}.{fraction})")
-        values: list[str | int] = list(parse_sizes(value, what=what))
+                                f"alone would mean {whole} B; for one budget write it "
+                                f"{hint}")
+        parse_sizes(value, what=what)  # its own message for a list with no size in it
+        values: list[str | int | float | None] = [p for p in parts if p]
+    elif isinstance(value, int | float):
+        values = [value]
     else:
-        values = [value] if isinstance(value, int) else list(value)
-    return list(dict.fromkeys(b for v in values if (b := as_cap(v, what)) is not None))
+        values = list(value)
+    budgets = list(dict.fromkeys(as_cap(v, what) for v in values))
+    if not budgets:
+        raise UserError(f"{what}: no budget given: expected e.g. 8GB or 8GB,12GB")
+    return budgets
+
+
+_ASCII_DIGITS = re.compile(r"[0-9]{1,9}")
+_LEADING_DIGITS = re.compile(r"[0-9]+")
 
 
 def as_fraction(value: Percent, what: str = "--headroom") -> float | None:

@@ -213,7 +213,8 @@ def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
     if output is not None and paths.exists(output) and not paths.is_dir(output):
         raise UserError(f"-o {output}: several cards write several files, so -o must be a "
                         f"directory")
-    base = given[0]  # the first directory given (a parent, or a run), as for one card
+    # the first directory given (a parent, or a run; a results file's run), as for one card
+    base = given[0] if paths.is_dir(given[0]) else given[0].parent
     # every file inside its folder, checked before any is written (a link named configs
     # that leads out of the runs is refused, as for one run)
     folder = output if output is not None else paths.within(base, "configs")

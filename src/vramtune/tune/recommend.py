@@ -60,13 +60,27 @@ class Recommendation:
     @property
     def steady_steps_per_s(self) -> float | None:
         """The pick's steps/s as the speed pick weighed it: the median over every interval of
-        its ranked runs (``chosen`` is its fastest run, which reads high once it ran twice);
-        the chosen run's own figure where no comparison pooled it."""
+        its ranked runs (after a drift in the machine's speed, its runs since), since
+        ``chosen`` is its fastest run, which reads high once it ran twice; the chosen run's
+        own figure where no comparison pooled intervals (another objective, or records
+        without them)."""
         c = self.chosen
         rates = self._rates(c.num_envs) if c is not None else None
         if rates is not None and rates.median:
             return rates.median
         return c.steps_per_s if c is not None else None
+
+    @property
+    def steady_intervals(self) -> int | None:
+        """How many intervals ``steady_steps_per_s`` is the median of (None: not known, or
+        the median of runs recorded without their intervals)."""
+        c = self.chosen
+        if c is None:
+            return None
+        rates = self._rates(c.num_envs)
+        if rates is not None and rates.median and rates.intervals:
+            return len(rates.intervals)
+        return c.measured_intervals if self.steady_steps_per_s == c.steps_per_s else None
 
     @property
     def remeasure(self) -> tuple[int, ...]:

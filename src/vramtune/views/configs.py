@@ -19,7 +19,9 @@ from vramtune.measure.cap import DEFAULT_GPU_FRACTION
 from vramtune.records import Objective, TrialResult
 from vramtune.schema import printable
 from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
+from vramtune.tune.recommend import Recommendation
 from vramtune.units import both_units, budget_label, format_bytes
+from vramtune.views.sweep_table import row_reason
 from vramtune.views.tables import Column, Table
 from vramtune.workload.emitted import header_line
 from vramtune.workload.profile import Profile, safe_name
@@ -101,8 +103,9 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
              f"num_minibatches={chosen.num_minibatches}",
              f"measured: peak {format_bytes(rec.peak_bytes)} {mem} ({_peak_source(high)}"
              f"{among}), "
-             f"{fmt.rate(chosen.steps_per_s)} steps/s (median of {chosen.measured_intervals} "
-             f"intervals, compile excluded), compile {fmt.seconds(chosen.compile_s)}"]
+             f"{fmt.rate(rec.steady_steps_per_s)} steps/s ({_median_of(rec)}, compile "
+             f"excluded), "
+             f"compile {fmt.seconds(chosen.compile_s)}"]
     for extra in (emission.recommendation.speed_line,
                   emission.recommendation.confirm_speed_line):
         if extra:
@@ -117,7 +120,7 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
         if r is not chosen:
             lines.append(f"  num_envs={r.num_envs}: {r.status}, peak {format_bytes(r.peak_bytes)}, "
                          f"{fmt.rate(r.steps_per_s)} steps/s: "
-                         f"{emission.recommendation.reasons.get(r.num_envs, '')}")
+                         f"{row_reason(r, emission.recommendation)}")
     versions = ", ".join(f"{k} {v}" for k, v in chosen.versions.items()
                          if k in ("jax", "jaxlib", "brax", "mujoco", "playground"))
     lines += [f"measured on {source.device} ({chosen.backend or fmt.NA}, "
@@ -132,6 +135,15 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
 
 def _devices(count: int | None) -> str:
     return f"{count} device{'s' if count != 1 else ''}" if count else f"{fmt.NA} devices"
+
+
+def _median_of(rec: Recommendation) -> str:
+    """What the pick's rate is the median of: its run's intervals, or its runs' pooled."""
+    c, n = rec.chosen, rec.steady_intervals
+    pooled = c is not None and rec.steady_steps_per_s != c.steps_per_s
+    if n is None:
+        return "median over its runs" if pooled else "median of n/a intervals"
+    return f"median of {n} intervals{', over its runs' if pooled else ''}"
 
 
 def _peak_source(r: TrialResult) -> str:
@@ -249,7 +261,7 @@ def budgets_table(source: Measurements, emissions: Sequence[Emission],
         else:
             cells = [budget_label(emission.budget_bytes), str(r.num_envs), str(r.batch_size),
                      str(r.num_minibatches), format_bytes(emission.recommendation.peak_bytes),
-                     fmt.rate(r.steps_per_s)]
+                     fmt.rate(emission.recommendation.steady_steps_per_s)]
         rows.append(cells + [file or fmt.NA] if any(files) else cells)
     return Table.from_rows(columns, rows)
 
@@ -306,7 +318,7 @@ def cards_table(cards: Sequence[CardEmissions],
             else:
                 cells += [str(r.num_envs), str(r.batch_size), str(r.num_minibatches),
                           format_bytes(peak), source.memory_label,
-                          fmt.rate(r.steps_per_s)]
+                          fmt.rate(emission.recommendation.steady_steps_per_s)]
             rows.append(cells + [file or fmt.NA] if shown_files else cells)
             raw.append({"card": card, "device": source.device,
                         "budget_bytes": emission.budget_bytes,
@@ -314,7 +326,8 @@ def cards_table(cards: Sequence[CardEmissions],
                         "batch_size": r.batch_size if r else None,
                         "num_minibatches": r.num_minibatches if r else None,
                         "peak_bytes": peak, "memory": source.memory_label,
-                        "steps_per_s": r.steps_per_s if r else None,
+                        "steps_per_s": (emission.recommendation.steady_steps_per_s
+                                        if r else None),
                         "confirmed": emission.recommendation.confirmation is not None,
                         "run_dirs": source.label, **({"file": file} if shown_files else {})})
     data = pd.DataFrame(raw).astype({"budget_bytes": "Int64", "num_envs": "Int64",

@@ -136,9 +136,10 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
         if rec.peak_bytes is not None:  # its size's highest peak, as the summary quotes
             ax_mem.plot([c.num_envs], [rec.peak_bytes / scale], "*", color="tab:blue",
                         markersize=16, label=f"recommended: {c.num_envs} envs")
-        if c.steps_per_s is not None:
-            ax_speed.plot([c.num_envs], [c.steps_per_s], "*", color="tab:blue", markersize=16)
-            ax_speed.annotate(f"recommended\n{c.num_envs} envs", (c.num_envs, c.steps_per_s),
+        rate = rec.steady_steps_per_s  # pooled over its runs, as the summary quotes
+        if rate is not None:
+            ax_speed.plot([c.num_envs], [rate], "*", color="tab:blue", markersize=16)
+            ax_speed.annotate(f"recommended\n{c.num_envs} envs", (c.num_envs, rate),
                               textcoords="offset points", xytext=(0, -30), ha="center",
                               fontsize=9, color="tab:blue")
     elif rec.notice:

@@ -148,7 +148,9 @@ def test_a_user_error_is_one_line_whatever_it_quotes(capsys):
 
 @pytest.mark.parametrize(("gpu_mem", "says"), [
     ("1,3GB", "a comma separates budgets, so '1' alone would mean 1 B; for one budget "
-              "write a decimal point (1.3GB)"),
+              "write it with a decimal point (1.3GB)"),
+    ("1,300MB", "write it without the thousands separator (1300MB)"),
+    ("63MiB", "--gpu-mem 63MiB: below 64 MiB"),
     ("1GB,3", "--gpu-mem 3: below 64 MiB"),
     ("", "invalid --gpu-mem '': expected e.g. 8GB or 8GB,12GB"),
 ])
@@ -173,3 +175,46 @@ def test_runs_of_two_cards_given_one_by_one_write_into_the_first_run(corpus, tmp
     written = sorted(p.name for p in (runs[0] / "configs").iterdir())
     assert written == ["quick-CPU-A-1GB.yaml", "quick-CPU-B-1GB.yaml", "quick-cards.md"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cardA", "cardB"]
+
+
+def test_runs_of_two_cards_given_as_results_files_write_into_the_first_run(corpus, tmp_path,
+                                                                           capsys):
+    runs = [tmp_path / f"card{card}" for card in ("A", "B")]
+    for card, run in zip("AB", runs, strict=True):
+        shutil.copytree(corpus / "runs/control-good", run)
+        _set_header(run, **{"machine.cpu": f"CPU {card}"})
+    files = [str(run / "results.jsonl") for run in runs]
+    assert app.main(["emit-config", *files, "--gpu-mem", "1GB"]) in (0, 1)
+    assert (runs[0] / "configs" / "quick-cards.md").is_file()
+
+
+def test_the_emitted_file_and_table_quote_the_rate_the_report_recommends(tmp_path, capsys):
+    """A pick that ran twice: report, the file's header and the table give one figure (the
+    median over its runs' intervals), and its proof run reads as a proof, not the pick."""
+    import json
+
+    from tests.conftest import GOLDEN
+
+    lines = (GOLDEN / "runs" / "cpu-quick-1.2GB.jsonl").read_text().splitlines()
+    trial = next(json.loads(x) for x in lines[1:] if json.loads(x).get("num_envs") == 256
+                 and json.loads(x).get("purpose") == "search")
+    again = {**trial, "purpose": "alone",
+             "steps_per_s": trial["steps_per_s"] * 0.95,
+             "steps_per_s_min": trial["steps_per_s_min"] * 0.95,
+             "steps_per_s_max": trial["steps_per_s_max"] * 0.95}
+    run = tmp_path / "run"
+    run.mkdir()
+    # re-measured before its proof, as a sweep does
+    (run / "results.jsonl").write_text("\n".join([*lines[:-1], json.dumps(again), lines[-1]])
+                                       + "\n")
+    assert app.main(["report", str(run), "--format", "markdown"]) == 0
+    said = capsys.readouterr().out
+    rate = said.split("num_minibatches=4: ")[-1].split(" steps/s")[0]
+    assert "steps/s (median over its runs), peak" in said, said  # recorded without intervals
+    assert app.main(["emit-config", str(run), "--gpu-mem", "1.2GB,2GB"]) in (0, 1)
+    capsys.readouterr()
+    text = (run / "configs" / "quick-1.2GB.yaml").read_text()
+    assert f"{rate} steps/s (median over its runs, compile excluded)" in text
+    assert f"| {rate} |" in (run / "configs" / "quick-table.md").read_text()
+    assert "#   num_envs=256: ok" in text and "confirming run" in text
+    assert "recommended (throughput" not in text.split("#   num_envs=256: ok")[1].split("\n")[0]

@@ -162,7 +162,7 @@ def test_the_recommended_line_quotes_the_rate_the_pick_weighed_not_its_fastest_r
     rec = choose(rows, 1_100_000_000, 0.1)
     assert rec.chosen.steps_per_s == 13_351 and rec.steady_steps_per_s == 12_850
     line = cmp.recommendation_line(rec, 1_100_000_000)
-    assert "num_minibatches=4: 12,850 steps/s (median over its runs), peak" in line, line
+    assert "num_minibatches=4: 12,850 steps/s (median of its runs' 6 intervals), peak" in line, line
     assert rec.speed_line.startswith("steady 12,850 (95% interval")
     alone = choose(rows[:2], 1_100_000_000, 0.1)  # one run: its own figure, no words
     assert "13,351 steps/s, peak" in cmp.recommendation_line(alone, 1_100_000_000)
