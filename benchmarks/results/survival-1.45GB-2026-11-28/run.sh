@@ -1,9 +1,4 @@
 #!/bin/bash
-# usage: alone.sh OUT rep budget:n ...   one at a time, in the given order, `rep` rounds
-out=$1; reps=$2; shift 2; mkdir -p $out
-for r in $(seq 1 $reps); do
- for spec in "$@"; do b=${spec%%:*}; n=${spec##*:}
-  /work/main/.venv/bin/python /work/main/benchmarks/user_train.py --num-envs $n --training-steps 100 --budget-bytes $b > $out/alone_${b}_${n}_$r.json 2> $out/alone_${b}_${n}_$r.err
-  echo "$(date +%T) done $b $n $r rc=$? load=$(cut -d' ' -f1-3 /proc/loadavg)" >> $out/log.txt
- done
-done
+# The same one-at-a-time user runs as round 17's: run here as
+#   run.sh benchmarks/results/survival-1.45GB-2026-11-28 3 1450000000:1696 1450000000:1888
+exec bash "$(dirname "$0")/../search-2026-11-28k/alone/run.sh" "$@"
