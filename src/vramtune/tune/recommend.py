@@ -71,6 +71,12 @@ class Recommendation:
         return c.steps_per_s if c is not None else None
 
     @property
+    def steady_pooled(self) -> bool:
+        """Whether ``steady_steps_per_s`` pools more than the chosen run's own figure."""
+        c = self.chosen
+        return c is not None and self.steady_steps_per_s != c.steps_per_s
+
+    @property
     def steady_intervals(self) -> int | None:
         """How many intervals ``steady_steps_per_s`` is the median of (None: not known, or
         the median of runs recorded without their intervals)."""
@@ -80,7 +86,7 @@ class Recommendation:
         rates = self._rates(c.num_envs)
         if rates is not None and rates.median and rates.intervals:
             return len(rates.intervals)
-        return c.measured_intervals if self.steady_steps_per_s == c.steps_per_s else None
+        return None if self.steady_pooled else c.measured_intervals
 
     @property
     def remeasure(self) -> tuple[int, ...]:

@@ -139,8 +139,7 @@ def _devices(count: int | None) -> str:
 
 def _median_of(rec: Recommendation) -> str:
     """What the pick's rate is the median of: its run's intervals, or its runs' pooled."""
-    c, n = rec.chosen, rec.steady_intervals
-    pooled = c is not None and rec.steady_steps_per_s != c.steps_per_s
+    n, pooled = rec.steady_intervals, rec.steady_pooled
     if n is None:
         return "median over its runs" if pooled else "median of n/a intervals"
     return f"median of {n} intervals{', over its runs' if pooled else ''}"

@@ -62,9 +62,8 @@ def chosen_summary(rec: Recommendation, budget_bytes: int | None) -> str:
     peak = rec.peak_bytes
     share = f"{peak / budget_bytes:.0%} of budget" if (budget_bytes and peak) else ""
     said = "; ".join(w for w in (rec.peak_among, share) if w)
-    rate = rec.steady_steps_per_s
-    n = rec.steady_intervals
-    pooled = ("" if rate == c.steps_per_s else f" (median of its runs' {n} intervals)" if n
+    rate, n = rec.steady_steps_per_s, rec.steady_intervals
+    pooled = ("" if not rec.steady_pooled else f" (median of its runs' {n} intervals)" if n
               else " (median over its runs)")
     return (f"num_envs={c.num_envs}, batch_size={c.batch_size}, "
             f"num_minibatches={c.num_minibatches}: {fmt.rate(rate)} steps/s{pooled}, peak "
