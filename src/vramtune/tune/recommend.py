@@ -17,11 +17,14 @@ from vramtune.records import BOUNDARY_FAILURES, Objective, Purpose, Status, Tria
 from vramtune.tune import search
 from vramtune.tune.speed import (
     DEFAULT_MARGIN,
+    DIP_RATIO,
     Drift,
     Rates,
     SpeedPick,
     Verdict,
     comparison_words,
+    dip_between,
+    dip_words,
     pick_fastest,
 )
 from vramtune.units import format_bytes, headroom_limit_bytes
@@ -44,6 +47,13 @@ class Recommendation:
     # may be a run alone on a warm compile cache, lower than a cold user run will peak.
     highest: TrialResult | None = None
     runs_of_chosen: int = 0  # runs of the chosen size that fitted, proofs included
+    # Ranked runs left out of the comparison, with why: each read a dip that its size's
+    # later run did not repeat (a disturbed run, not the size's speed).
+    set_aside: tuple[tuple[TrialResult, str], ...] = ()
+
+    def set_aside_words(self, r: TrialResult) -> str | None:
+        """Why ``r`` was left out of the speed comparison; None if it was not."""
+        return next((words for run, words in self.set_aside if run is r), None)
 
     @property
     def peak_bytes(self) -> int | None:
@@ -203,13 +213,13 @@ def size_rates(num_envs: int, rows: Iterable[TrialResult]) -> Rates:
     pooled = [x for r in rows for x in (r.steps_per_s_intervals or ())]
     if pooled:
         return Rates(num_envs, statistics.median(pooled), tuple(pooled), low=min(pooled),
-                     high=max(pooled), count=len(pooled))
+                     high=max(pooled), count=len(pooled), runs=len(rows))
     lows = [r.steps_per_s_min for r in rows if r.steps_per_s_min is not None]
     highs = [r.steps_per_s_max for r in rows if r.steps_per_s_max is not None]
     counts = [r.measured_intervals for r in rows if r.measured_intervals]
     return Rates(num_envs, statistics.median(r.steps_per_s or 0.0 for r in rows),
                  low=min(lows) if lows else None, high=max(highs) if highs else None,
-                 count=sum(counts) if len(counts) == len(rows) else None)
+                 count=sum(counts) if len(counts) == len(rows) else None, runs=len(rows))
 
 
 def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fraction: float,
@@ -247,6 +257,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     best = max((r.steps_per_s or 0.0 for r in candidates), default=None)
     chosen: TrialResult | None = None
     speed: SpeedPick | None = None
+    set_aside: tuple[tuple[TrialResult, str], ...] = ()
     if candidates and best is not None:
         if objective is Objective.THROUGHPUT:
             # Decided by measurement (tune.speed): an overlap of two noisy ranges decides
@@ -260,8 +271,19 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
                 by_size = {n: ([r for r in rs if id(r) in later] if n in drift.rerun else rs)
                            for n, rs in by_size.items()}
                 by_size = {n: rs for n, rs in by_size.items() if rs}
+            # Sizes that ran alone but cannot be picked still trace the curve a dip is seen
+            # against (the size above the boundary, often).
+            others: dict[int, list[TrialResult]] = {}
+            for r in rows:
+                if (r.purpose in RANKED and r.status is Status.OK and not r.shared_run
+                        and r.steps_per_s and r.num_envs not in by_size):
+                    others.setdefault(r.num_envs, []).append(r)
+            witnesses = [size_rates(n, rs) for n, rs in others.items()]
+            set_aside = _disturbed(by_size, witnesses, in_order)
+            by_size = {n: [r for r in rs if not any(r is x for x, _ in set_aside)]
+                       for n, rs in by_size.items()}
             speed = pick_fastest([size_rates(n, rs) for n, rs in by_size.items()], margin,
-                                 remeasure_left, drift)
+                                 remeasure_left, drift, witnesses)
             assert speed is not None
             chosen = max(by_size[speed.num_envs], key=lambda r: r.steps_per_s or 0.0)
         elif objective is Objective.KNEE:
@@ -293,7 +315,37 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
                 and r.peak_bytes is not None]
         highest, runs = max(same, key=lambda r: r.peak_bytes or 0, default=None), len(same)
     return Recommendation(chosen, objective, limit, reasons, best, notice, confirmation, speed,
-                          highest, runs)
+                          highest, runs, set_aside)
+
+
+def _disturbed(by_size: Mapping[int, list[TrialResult]], witnesses: Sequence[Rates],
+               in_order: Sequence[TrialResult]) -> tuple[tuple[TrialResult, str], ...]:
+    """Ranked runs that read a dip (``speed.dip_between``: more than ``DIP_RATIO`` below the
+    nearest sizes measured on both sides) which the same size's later runs do not repeat
+    (they read more than ``DIP_RATIO`` above it): the run was disturbed, and the size is
+    weighed on its other runs. A dip its later run repeats stays: it may be real."""
+    position = {id(r): i for i, r in enumerate(in_order)}
+    pooled = {n: size_rates(n, rs) for n, rs in by_size.items()}
+    out: list[tuple[TrialResult, str]] = []
+    for n, rs in by_size.items():
+        if len(rs) < 2:
+            continue
+        for x in rs:
+            later = [r for r in rs if position.get(id(r), -1) > position.get(id(x), -1)]
+            if not later or not x.steps_per_s:
+                continue
+            mine, since = size_rates(n, [x]), size_rates(n, later)
+            if not since.median > DIP_RATIO * mine.median:
+                continue
+            measured = sorted([*(v for k, v in pooled.items() if k != n), *witnesses],
+                              key=lambda v: v.num_envs)
+            sides = dip_between(mine, measured)
+            if sides is not None:
+                out.append((x, f"set aside: read {mine.median:,.0f} steps/s, "
+                               f"{dip_words(sides)}, and {since.median:,.0f} when run again: "
+                               f"a disturbed run"))
+                break  # one run set aside per size: the rest are its evidence
+    return tuple(out)
 
 
 PROOF_RUNS = frozenset({Purpose.REPEAT, Purpose.CONFIRM})

@@ -17,6 +17,16 @@ trial's, outside 0.9-1.1: the machine's speed moved, say a neighbour's load came
 every comparison is widened by that move, except between sizes that both ran again since,
 which are compared on those runs alone (``Drift``).
 
+A load that comes and goes between two proof-less trials is not seen that way, but it leaves a
+dip: one run read well below the sizes measured on both sides of it (on a 2-core CPU, 704 envs
+at 13,943 steps/s between 576's 25,040 and 832's 23,743, its 3 intervals spread 1.53x, where
+undisturbed runs spread 1.01-1.31x), or, the largest size measured, far below the size under
+it. Such a size, known from one run, is not ranked on that run: the comparison is unresolved
+and the pair is measured again (``DIP_RATIO``, ``DIP_EDGE_RATIO``). A dip that
+an interleaved pair repeats is real (a GPU's tile sizes can make one) and then stands; one that
+the size's next run does not repeat was the run, and that run is set aside
+(``recommend.choose``).
+
 Records from before per-interval rates were kept carry only min, median and max over a count
 of intervals: two disjoint ranges are complete separation (every interval of one beat every
 interval of the other), significant when the counts make it so; otherwise they resolve nothing.
@@ -33,6 +43,15 @@ from statistics import NormalDist, median
 DEFAULT_MARGIN = 0.02
 CONFIDENCE = 0.95
 EXACT_MAX_PAIRS = 2500  # n x m up to which the Mann-Whitney null is counted exactly
+# Two runs of one size at different times read within 0.9-1.1x of each other when nothing
+# moved (a trial and its proof run); a size read more than this below the nearest sizes
+# measured on both sides is a dip that one disturbed run explains better than the curve.
+DIP_RATIO = 1.1
+# The largest size measured has a neighbour below only. Throughput grows with num_envs until
+# it levels off; over 248 neighbouring pairs in the recorded CPU sweeps, undisturbed drops to
+# the next size up stayed within 1.19x and the 15 beyond 1.25x (1.27-2.31x) were runs beside a
+# load. So there, a drop past this from the size below is a dip.
+DIP_EDGE_RATIO = 1.25
 
 
 class Verdict(StrEnum):
@@ -52,6 +71,7 @@ class Rates:
     low: float | None = None  # slowest interval
     high: float | None = None  # fastest interval
     count: int | None = None  # intervals behind low/high when ``intervals`` is empty
+    runs: int = 1  # ranked runs pooled here: a dip in one run only is re-measured
 
 
 @dataclass(frozen=True)
@@ -207,6 +227,7 @@ class SpeedPick:
     remeasure: tuple[int, ...] = ()  # two sizes to measure again, interleaved; () resolved
     exhausted: bool = False  # unresolved, and no re-measurement is left: fastest median picked
     rates: dict[int, Rates] = field(default_factory=dict)  # each candidate's evidence
+    dips: dict[int, tuple[int, ...]] = field(default_factory=dict)  # size -> its neighbours above it
 
 
 @dataclass(frozen=True)
@@ -230,20 +251,33 @@ class Drift:
 
 
 def pick_fastest(candidates: Sequence[Rates], margin: float = DEFAULT_MARGIN,
-                 remeasure_left: bool = True, drift: Drift | None = None) -> SpeedPick | None:
+                 remeasure_left: bool = True, drift: Drift | None = None,
+                 witnesses: Sequence[Rates] = ()) -> SpeedPick | None:
     """The smallest size known to be within ``margin`` of the fastest (or faster than it),
     else the fastest by median. A comparison that could change the pick and is unresolved
     asks for the fastest and that size to be measured again (the closest such contender
     first); with none left to ask, the fastest median stands, and ``exhausted`` says so.
 
     With ``drift``, a comparison is widened by the machine's move (``widen``) unless both
-    sizes ran again since it (``Drift.rerun``: the same conditions, interleaved)."""
+    sizes ran again since it (``Drift.rerun``: the same conditions, interleaved).
+    ``witnesses``: sizes that ran but cannot be picked (short of room, past the boundary);
+    their rates only tell whether a candidate's one run is a dip (``DIP_RATIO``)."""
     if not candidates:
         return None
     fastest = max(candidates, key=lambda c: (c.median, -c.num_envs))
     comparisons = {c.num_envs: _drifted(compare_rates(c, fastest, margin), c.num_envs,
                                         fastest.num_envs, drift)
                    for c in candidates if c is not fastest}
+    measured = sorted([*candidates, *witnesses], key=lambda c: c.num_envs)
+    dips: dict[int, tuple[int, ...]] = {}
+    for c in candidates:
+        dip = dip_between(c, measured)
+        if c is not fastest and dip and comparisons[c.num_envs].a_faster is False:
+            dips[c.num_envs] = dip
+            comparisons[c.num_envs] = replace(
+                comparisons[c.num_envs], verdict=Verdict.UNRESOLVED, a_faster=None,
+                why=f"its one run read {dip_words(dip)}: a disturbed run or a real dip, no lead "
+                    f"until run again")
     eligible = [c for c in candidates if c is not fastest and c.num_envs < fastest.num_envs
                 and (comparisons[c.num_envs].verdict is Verdict.WITHIN_MARGIN
                      or comparisons[c.num_envs].a_faster is True)]
@@ -257,12 +291,42 @@ def pick_fastest(candidates: Sequence[Rates], margin: float = DEFAULT_MARGIN,
     exhausted = False
     if open_:
         if remeasure_left:
-            contender = max(open_, key=lambda c: (c.median, -c.num_envs))
+            # a dip first: its median is the one figure known not to be the size's speed
+            contender = max(open_, key=lambda c: (c.num_envs in dips, c.median, -c.num_envs))
             remeasure = (fastest.num_envs, contender.num_envs)
         else:
             exhausted = True
     return SpeedPick(pick.num_envs, fastest.num_envs, comparisons, remeasure, exhausted,
-                     {c.num_envs: c for c in candidates})
+                     {c.num_envs: c for c in candidates}, dips)
+
+
+def dip_between(c: Rates, measured: Sequence[Rates]) -> tuple[int, ...] | None:
+    """The nearest sizes below and above ``c`` (``measured``: sorted by size) when both read
+    more than ``DIP_RATIO`` times ``c``'s median, or the nearest below alone when nothing
+    larger was measured and it read more than ``DIP_EDGE_RATIO`` times it; None when ``c``
+    rests on more than one run or is no dip. (A smallest size reading below the next is the
+    curve rising, not a dip.)"""
+    if c.runs != 1 or not c.median > 0 or not (c.intervals or c.low is not None):
+        return None  # a record with no spread at all is taken at its word (compare_rates)
+    below = [m for m in measured if m.num_envs < c.num_envs]
+    above = [m for m in measured if m.num_envs > c.num_envs]
+    if not below:
+        return None
+    low = below[-1]
+    if not above:
+        return (low.num_envs,) if low.median > DIP_EDGE_RATIO * c.median else None
+    high = above[0]
+    if low.median > DIP_RATIO * c.median and high.median > DIP_RATIO * c.median:
+        return low.num_envs, high.num_envs
+    return None
+
+
+def dip_words(sides: tuple[int, ...]) -> str:
+    """'below 576 and 832 on either side by over 10%' or 'over 25% below 576, the size under
+    it (nothing larger ran)'."""
+    if len(sides) == 2:
+        return f"below {sides[0]} and {sides[1]} on either side by over {DIP_RATIO - 1:.0%}"
+    return f"over {DIP_EDGE_RATIO - 1:.0%} below {sides[0]}, the size under it (nothing larger ran)"
 
 
 def _drifted(c: Comparison, a: int, b: int, drift: Drift | None) -> Comparison:

@@ -83,7 +83,7 @@ from vramtune.tune.request import (
     reconcile,
     resolve,
 )
-from vramtune.tune.speed import Verdict, can_resolve, compare_rates
+from vramtune.tune.speed import Verdict, can_resolve, compare_rates, dip_words
 from vramtune.units import format_bytes
 from vramtune.workload.pickled import save_factory
 from vramtune.workload.profile import safe_name
@@ -554,9 +554,13 @@ def remeasure_steps(config: SweepConfig, results: Sequence[TrialResult]) -> list
     a, b = rec.remeasure
     if done % 2:
         a, b = b, a
+    contender = rec.remeasure[1]
+    sides = rec.speed.dips.get(contender) if rec.speed is not None else None
+    doubt = (f"{contender}'s one run read {dip_words(sides)} (a disturbed run or a real dip)"
+             if sides else f"their steps/s do not yet say which is faster or that they are "
+                           f"within {config.speed_margin:.0%}")
     why = (f"re-measuring {min(a, b)} and {max(a, b)} envs, interleaved (pair {done + 1} of at "
-           f"most {config.speed_remeasure}): their steps/s do not yet say which is faster or "
-           f"that they are within {config.speed_margin:.0%}")
+           f"most {config.speed_remeasure}): {doubt}")
     return [Step(StepKind.ALONE, a, why), Step(StepKind.ALONE, b, why)]
 
 

@@ -88,6 +88,9 @@ def row_reason(r: TrialResult, rec: Recommendation) -> str:
     if r.purpose is Purpose.REPEAT:
         return "repeat at the edge" + ("" if r.status is Status.OK else
                                        f": {_proof_failure(r)}")
+    aside = rec.set_aside_words(r)
+    if aside is not None:
+        return aside
     if rec.chosen is not None and r is not rec.chosen and r.num_envs == rec.chosen.num_envs:
         return "same size as the recommended row"
     return rec.reasons.get(r.num_envs, "")

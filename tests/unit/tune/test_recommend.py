@@ -281,6 +281,71 @@ def test_a_lead_smaller_than_the_picks_own_move_between_runs_is_re_measured(tmp_
     assert choose(before, budget, headroom, remeasure_left=True).speed.remeasure == ()
 
 
+def test_a_recorded_dip_is_measured_again_not_ranked(tmp_path):
+    """The README's first command alone: 704's one trial read 13,943 steps/s between 576's
+    25,040 and 832's 23,743 (short of room, so not a candidate, but measured). Its one run is
+    not a 78.9% lead for 576: the pair is measured again, or the faster median stands."""
+    run = _recorded(tmp_path, "cpu-quick-1.3GB-dip.jsonl")
+    budget, headroom = run.header.budget_bytes, run.header.headroom_fraction
+    asked = choose(run.results, budget, headroom, remeasure_left=True)
+    assert asked.speed.remeasure == (576, 704) and asked.speed.dips == {704: (576, 832)}
+    settled = choose(run.results, budget, headroom, remeasure_left=False)
+    assert settled.chosen.num_envs == 576 and settled.speed.exhausted
+    assert settled.reasons[704].startswith("unresolved"), settled.reasons[704]
+    assert "below 576 and 832 on either side" in settled.reasons[704]
+    assert "78.9%" not in settled.reasons[704]
+    # 576 beat 128 by 12.7% with confidence: no dip there, the lead stands
+    assert "576 is 12.7% faster than 128" in settled.reasons[128], settled.reasons[128]
+
+
+def test_a_dip_its_rerun_does_not_repeat_is_set_aside(tmp_path):
+    """Two busy loops beside the third trial only: 448 read 14,878 steps/s between 128's
+    26,794 and 512's 26,931, then 27,222 re-measured beside 128. The disturbed run is set
+    aside (shown, with why) and 448 is weighed on its run alone."""
+    from vramtune.records import Purpose
+    from vramtune.views.sweep_table import row_reason
+
+    run = _recorded(tmp_path, "cpu-quick-1.3GB-dip-rerun.jsonl")
+    budget, headroom = run.header.budget_bytes, run.header.headroom_fraction
+    rec = choose(run.results, budget, headroom, remeasure_left=True)
+    [(aside, words)] = rec.set_aside
+    assert aside.num_envs == 448 and aside.purpose is Purpose.SEARCH
+    assert words.startswith("set aside: read 14,878 steps/s") and "27,222 when run again" in words
+    assert rec.speed.rates[448].runs == 1 and round(rec.speed.rates[448].median) == 27_222
+    assert rec.speed.dips == {}  # its one run left is no dip: ranked as it reads
+    assert row_reason(aside, rec) == words
+    others = [r for r in run.results if r.num_envs == 448 and r is not aside]
+    assert all(row_reason(r, rec) != words for r in others)
+    # without the re-measure, the dip was a question, not a verdict (and nothing set aside)
+    first = [r for r in run.results if r.purpose is Purpose.SEARCH]
+    before = choose(first, budget, headroom, remeasure_left=True)
+    assert before.set_aside == () and before.speed.remeasure == (128, 448)
+
+
+def test_a_dip_repeated_by_a_second_run_stands():
+    from dataclasses import replace
+
+    from vramtune.records import Purpose
+
+    def timed(n, sps, purpose=Purpose.SEARCH):
+        rates = [sps * (1 + d) for d in (-0.01, -0.005, 0.0, 0.005, 0.01)]
+        return replace(r(n, sps, 1.0), purpose=purpose, steps_per_s_intervals=rates,
+                       steps_per_s_min=min(rates), steps_per_s_max=max(rates),
+                       measured_intervals=len(rates))
+
+    trials = [timed(576, 25_000), timed(704, 14_000), timed(832, 24_000)]
+    once = choose(trials, 4 * GB, 0.1, remeasure_left=True)
+    assert once.speed.remeasure == (576, 704) and once.speed.dips == {704: (576, 832)}
+    # measured again beside the fastest, the dip is still there: a real one, not re-asked
+    again = trials + [timed(576, 25_100, Purpose.ALONE), timed(704, 14_100, Purpose.ALONE)]
+    twice = choose(again, 4 * GB, 0.1, remeasure_left=True)
+    assert twice.speed.remeasure == () and twice.speed.dips == {}
+    assert twice.chosen.num_envs == 576 and "faster than 704" in twice.reasons[704]
+    # a gentle slope is no dip: 704 within 10% of both sides is ranked on its one run
+    gentle = [timed(576, 25_000), timed(704, 23_000), timed(832, 24_000)]
+    assert choose(gentle, 4 * GB, 0.1, remeasure_left=True).speed.dips == {}
+
+
 def test_a_move_within_a_windows_own_error_or_rerun_since_widens_nothing():
     from dataclasses import replace
 

@@ -165,3 +165,36 @@ def test_can_resolve_predicts_from_the_counts():
     assert can_resolve(Comparison(Verdict.UNRESOLVED, 0.97, None, None, 0.02), 2, 2, 8, 8)
     assert not can_resolve(Comparison(Verdict.FASTER, 0.9, 0.85, 0.95, 0.02, a_faster=False),
                            16, 16, 32, 32)
+
+
+def test_a_dip_between_two_sizes_is_measured_again_before_other_doubts():
+    small, fast = _rates(128, 24_500, 8, 0.05, 1), _rates(640, 24_700, 5, 0.05, 2)
+    dipped = _rates(704, 14_000, 3, 0.2, 3)
+    above = _rates(832, 23_700, 3, 0.05, 4)
+    pick = pick_fastest([small, fast, dipped], witnesses=[above])
+    assert pick is not None and pick.dips == {704: (640, 832)}
+    assert pick.comparisons[704].verdict is Verdict.UNRESOLVED
+    assert "read below 640 and 832 on either side by over 10%" in (pick.comparisons[704].why or "")
+    # 128 vs 640 is unresolved too and has the higher median; the dip goes first
+    assert pick.remeasure == (640, 704)
+
+
+def test_the_largest_size_measured_dips_against_the_size_under_it_only_far_below():
+    small, fast = _rates(128, 24_500, 8, 0.05, 1), _rates(640, 24_700, 5, 0.05, 2)
+    far = pick_fastest([small, fast, _rates(704, 14_000, 5, 0.05, 3)])
+    assert far is not None and far.dips == {704: (640,)} and far.remeasure[1] == 704
+    assert "over 25% below 640, the size under it" in (far.comparisons[704].why or "")
+    # a CPU's gentle decline past its peak is the curve, not a dip
+    gentle = pick_fastest([small, fast, _rates(704, 21_500, 5, 0.02, 3)])
+    assert gentle is not None and gentle.dips == {} and gentle.comparisons[704].a_faster is False
+    # the smallest size reading below the next is the curve rising (a GPU's), not a dip
+    rising = pick_fastest([_rates(128, 10_000, 5, 0.02, 1), _rates(256, 20_000, 5, 0.02, 2)])
+    assert rising is not None and rising.dips == {} and rising.num_envs == 256
+
+
+def test_a_dip_is_never_read_in_a_size_known_from_several_runs_or_without_spread():
+    fast, above = _rates(640, 24_700, 5, 0.05, 2), _rates(832, 23_700, 3, 0.05, 4)
+    twice = Rates(704, 14_000, tuple(14_000 * (1 + d) for d in (-0.01, 0, 0.01)), runs=2)
+    assert pick_fastest([fast, twice], witnesses=[above]).dips == {}
+    bare = Rates(704, 14_000)  # a hand-made record: taken at its word
+    assert pick_fastest([fast, bare], witnesses=[above]).dips == {}
