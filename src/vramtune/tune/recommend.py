@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramtune.fmt import rate as fmt_rate
 from vramtune.measure.rates import median_interval
@@ -265,12 +265,6 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
             by_size: dict[int, list[TrialResult]] = {}
             for r in candidates:
                 by_size.setdefault(r.num_envs, []).append(r)
-            drift, since = speed_drift(in_order)
-            if drift is not None:  # sizes that ran again since are compared on those runs
-                later = {id(r) for r in in_order[since + 1:]}
-                by_size = {n: ([r for r in rs if id(r) in later] if n in drift.rerun else rs)
-                           for n, rs in by_size.items()}
-                by_size = {n: rs for n, rs in by_size.items() if rs}
             # Sizes that ran alone but cannot be picked still trace the curve a dip is seen
             # against (the size above the boundary, often).
             others: dict[int, list[TrialResult]] = {}
@@ -279,9 +273,18 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
                         and r.steps_per_s and r.num_envs not in by_size):
                     others.setdefault(r.num_envs, []).append(r)
             witnesses = [size_rates(n, rs) for n, rs in others.items()]
+            # A disturbed run is out before anything reads the size's rate, the drift check
+            # too (its proof run would read far above the pooled rate: a move that was not).
             set_aside = _disturbed(by_size, witnesses, in_order)
-            by_size = {n: [r for r in rs if not any(r is x for x, _ in set_aside)]
-                       for n, rs in by_size.items()}
+            aside = {id(x) for x, _ in set_aside}
+            by_size = {n: [r for r in rs if id(r) not in aside] for n, rs in by_size.items()}
+            kept = [r for r in in_order if id(r) not in aside]
+            drift, since = speed_drift(kept)
+            if drift is not None:  # sizes that ran again since are compared on those runs
+                later = {id(r) for r in kept[since + 1:]}
+                by_size = {n: ([r for r in rs if id(r) in later] if n in drift.rerun else rs)
+                           for n, rs in by_size.items()}
+                by_size = {n: rs for n, rs in by_size.items() if rs}
             speed = pick_fastest([size_rates(n, rs) for n, rs in by_size.items()], margin,
                                  remeasure_left, drift, witnesses)
             assert speed is not None
@@ -320,10 +323,11 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
 
 def _disturbed(by_size: Mapping[int, list[TrialResult]], witnesses: Sequence[Rates],
                in_order: Sequence[TrialResult]) -> tuple[tuple[TrialResult, str], ...]:
-    """Ranked runs that read a dip (``speed.dip_between``: more than ``DIP_RATIO`` below the
-    nearest sizes measured on both sides) which the same size's later runs do not repeat
-    (they read more than ``DIP_RATIO`` above it): the run was disturbed, and the size is
-    weighed on its other runs. A dip its later run repeats stays: it may be real."""
+    """Ranked runs that read a dip (``speed.dip_between``) which the same size's later runs
+    do not repeat (they read more than ``DIP_RATIO`` above it and are no dip themselves): the
+    run was disturbed, and the size is weighed on its other runs. A dip its later run repeats
+    stays: it may be real. Later means later in ``in_order``: the order runs were recorded
+    in (for several run folders read together, the order they were given in)."""
     position = {id(r): i for i, r in enumerate(in_order)}
     pooled = {n: size_rates(n, rs) for n, rs in by_size.items()}
     out: list[tuple[TrialResult, str]] = []
@@ -340,10 +344,10 @@ def _disturbed(by_size: Mapping[int, list[TrialResult]], witnesses: Sequence[Rat
             measured = sorted([*(v for k, v in pooled.items() if k != n), *witnesses],
                               key=lambda v: v.num_envs)
             sides = dip_between(mine, measured)
-            if sides is not None:
-                out.append((x, f"set aside: read {mine.median:,.0f} steps/s, "
-                               f"{dip_words(sides)}, and {since.median:,.0f} when run again: "
-                               f"a disturbed run"))
+            if sides is not None and dip_between(replace(since, runs=1), measured) is None:
+                out.append((x, f"set aside: read {mine.median:,.0f} steps/s, a dip "
+                               f"({dip_words(sides, 'that')}), and {since.median:,.0f} when "
+                               f"run again: a disturbed run"))
                 break  # one run set aside per size: the rest are its evidence
     return tuple(out)
 

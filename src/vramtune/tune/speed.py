@@ -227,7 +227,8 @@ class SpeedPick:
     remeasure: tuple[int, ...] = ()  # two sizes to measure again, interleaved; () resolved
     exhausted: bool = False  # unresolved, and no re-measurement is left: fastest median picked
     rates: dict[int, Rates] = field(default_factory=dict)  # each candidate's evidence
-    dips: dict[int, tuple[int, ...]] = field(default_factory=dict)  # size -> its neighbours above it
+    # size -> the neighbours (below, above; or below alone) that read well above it
+    dips: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -272,12 +273,15 @@ def pick_fastest(candidates: Sequence[Rates], margin: float = DEFAULT_MARGIN,
     dips: dict[int, tuple[int, ...]] = {}
     for c in candidates:
         dip = dip_between(c, measured)
-        if c is not fastest and dip and comparisons[c.num_envs].a_faster is False:
+        if c is fastest or dip is None:
+            continue
+        was = comparisons[c.num_envs]
+        if was.a_faster is False or was.verdict is Verdict.UNRESOLVED:
             dips[c.num_envs] = dip
-            comparisons[c.num_envs] = replace(
-                comparisons[c.num_envs], verdict=Verdict.UNRESOLVED, a_faster=None,
-                why=f"its one run read {dip_words(dip)}: a disturbed run or a real dip, no lead "
-                    f"until run again")
+            words = (f"its one run is a dip ({dip_words(dip)}): a disturbed run or a real "
+                     f"one, not ranked on one run")
+            comparisons[c.num_envs] = replace(was, verdict=Verdict.UNRESOLVED, a_faster=None,
+                                              why=f"{was.why}; {words}" if was.why else words)
     eligible = [c for c in candidates if c is not fastest and c.num_envs < fastest.num_envs
                 and (comparisons[c.num_envs].verdict is Verdict.WITHIN_MARGIN
                      or comparisons[c.num_envs].a_faster is True)]
@@ -321,12 +325,14 @@ def dip_between(c: Rates, measured: Sequence[Rates]) -> tuple[int, ...] | None:
     return None
 
 
-def dip_words(sides: tuple[int, ...]) -> str:
-    """'below 576 and 832 on either side by over 10%' or 'over 25% below 576, the size under
-    it (nothing larger ran)'."""
+def dip_words(sides: tuple[int, ...], of: str = "its rate") -> str:
+    """'576 and 832 on either side read over 1.1x its rate', or '640, the size below it, read
+    over 1.25x its rate (no larger size's speed measured)': the ratios as the rule applies
+    them."""
     if len(sides) == 2:
-        return f"below {sides[0]} and {sides[1]} on either side by over {DIP_RATIO - 1:.0%}"
-    return f"over {DIP_EDGE_RATIO - 1:.0%} below {sides[0]}, the size under it (nothing larger ran)"
+        return f"{sides[0]} and {sides[1]} on either side read over {DIP_RATIO:g}x {of}"
+    return (f"{sides[0]}, the size below it, read over {DIP_EDGE_RATIO:g}x {of} (no larger "
+            f"size's speed measured)")
 
 
 def _drifted(c: Comparison, a: int, b: int, drift: Drift | None) -> Comparison:

@@ -556,7 +556,7 @@ def remeasure_steps(config: SweepConfig, results: Sequence[TrialResult]) -> list
         a, b = b, a
     contender = rec.remeasure[1]
     sides = rec.speed.dips.get(contender) if rec.speed is not None else None
-    doubt = (f"{contender}'s one run read {dip_words(sides)} (a disturbed run or a real dip)"
+    doubt = (f"{contender}'s one run is a dip ({dip_words(sides)}): a disturbed run or a real one"
              if sides else f"their steps/s do not yet say which is faster or that they are "
                            f"within {config.speed_margin:.0%}")
     why = (f"re-measuring {min(a, b)} and {max(a, b)} envs, interleaved (pair {done + 1} of at "

@@ -29,5 +29,10 @@ def summary(state: SweepState, recommendation: Recommendation, run_dir: Path) ->
                             "wall_s": remeasure_wall_s(state.results),
                             "sizes": list(recommendation.remeasure)},
         "reasons": {str(k): v for k, v in recommendation.reasons.items()},
+        # runs left out of the speed comparison (a dip the size's re-run did not repeat),
+        # by their place in "results"
+        "set_aside": [{"result_index": i, "num_envs": r.num_envs, "why": recommendation.set_aside_words(r)}
+                      for i, r in enumerate(state.results)
+                      if recommendation.set_aside_words(r) is not None],
         "results": [r.to_dict() for r in state.results],
     }

@@ -174,7 +174,7 @@ def test_a_dip_between_two_sizes_is_measured_again_before_other_doubts():
     pick = pick_fastest([small, fast, dipped], witnesses=[above])
     assert pick is not None and pick.dips == {704: (640, 832)}
     assert pick.comparisons[704].verdict is Verdict.UNRESOLVED
-    assert "read below 640 and 832 on either side by over 10%" in (pick.comparisons[704].why or "")
+    assert "dip (640 and 832 on either side read over 1.1x its rate)" in (pick.comparisons[704].why or "")
     # 128 vs 640 is unresolved too and has the higher median; the dip goes first
     assert pick.remeasure == (640, 704)
 
@@ -183,7 +183,7 @@ def test_the_largest_size_measured_dips_against_the_size_under_it_only_far_below
     small, fast = _rates(128, 24_500, 8, 0.05, 1), _rates(640, 24_700, 5, 0.05, 2)
     far = pick_fastest([small, fast, _rates(704, 14_000, 5, 0.05, 3)])
     assert far is not None and far.dips == {704: (640,)} and far.remeasure[1] == 704
-    assert "over 25% below 640, the size under it" in (far.comparisons[704].why or "")
+    assert "640, the size below it, read over 1.25x its rate" in (far.comparisons[704].why or "")
     # a CPU's gentle decline past its peak is the curve, not a dip
     gentle = pick_fastest([small, fast, _rates(704, 21_500, 5, 0.02, 3)])
     assert gentle is not None and gentle.dips == {} and gentle.comparisons[704].a_faster is False

@@ -224,6 +224,20 @@ UNRESOLVED = [rec(256, sps=6_000), timed(1024, [9_700 * x for x in NOISY]),
               timed(1408, [10_000 * x for x in NOISY]), rec(1536, Status.OOM)]
 
 
+def test_a_dip_is_remeasured_first_and_named_in_the_step():
+    """1024's one run read 0.55 of the sizes on both sides: re-measured beside the fastest
+    before anything else, and the step says why."""
+    flat = [1.0, 0.99, 1.01, 1.0, 0.98, 1.02]
+    results = [rec(256, sps=6_000), timed(512, [10_000 * x for x in flat]),
+               timed(1024, [5_500 * x for x in flat]), timed(1408, [10_100 * x for x in flat]),
+               rec(1536, Status.OOM)]
+    cfg = config()
+    steps = next_steps(cfg, results, cfg.space(), 1)
+    assert [(s.phase, s.num_envs) for s in steps] == [(StepKind.ALONE, 1408), (StepKind.ALONE, 1024)]
+    assert ("1024's one run is a dip (512 and 1408 on either side read over 1.1x its rate): a "
+            "disturbed run or a real one") in steps[0].reason
+
+
 def test_an_unresolved_pick_is_remeasured_interleaved_then_proven():
     cfg = config()
     steps = next_steps(cfg, UNRESOLVED, cfg.space(), 1)

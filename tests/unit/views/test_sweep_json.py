@@ -21,3 +21,23 @@ def test_the_json_summary_holds_the_pick_against_the_fastest():
     data = json.loads(json.dumps(summary(state, rec, Path("run"))))
     assert data["speed_line"] == rec.speed_line and data["speed_line"].startswith("steady ")
     assert data["confirm_speed_line"] is None  # no confirming run
+
+
+def test_a_set_aside_run_is_named_by_its_place_in_the_results(tmp_path):
+    import shutil
+
+    from vramtune.results.store import RESULTS_FILE, load_run
+
+    golden = Path(__file__).parents[2] / "golden" / "runs" / "cpu-quick-1.3GB-dip-rerun.jsonl"
+    shutil.copy(golden, tmp_path / RESULTS_FILE)
+    run = load_run(tmp_path)
+    state = SweepState(results=list(run.results))
+    rec = choose(state.results, run.header.budget_bytes, run.header.headroom_fraction)
+    data = json.loads(json.dumps(summary(state, rec, Path("run"))))
+    [aside] = data["set_aside"]
+    assert aside["num_envs"] == 448 and data["results"][aside["result_index"]]["num_envs"] == 448
+    assert data["results"][aside["result_index"]]["purpose"] == "search"
+    assert aside["why"].startswith("set aside: read 14,878 steps/s")
+    clean = summary(SweepState(results=[_trial(64, 50_000.0)]),
+                    choose([_trial(64, 50_000.0)], None, 0.1), Path("run"))
+    assert clean["set_aside"] == []
