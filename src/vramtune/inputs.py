@@ -14,7 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
-from vramtune.errors import UserError
+from vramtune.errors import UserError, quoted
 from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
 from vramtune.records import MAX_PARALLEL, PARALLEL_AUTO, Objective
 from vramtune.schema import MAX_NUM_ENVS
@@ -63,7 +63,7 @@ def as_budgets(value: str | int | float | Sequence[str | int | float | None],
             if _ASCII_DIGITS.fullmatch(whole) and int(whole) < MIN_CAP_BYTES and digits:
                 hint = (f"without the thousands separator ({whole}{rest})"
                         if len(digits[0]) == 3 else f"with a decimal point ({whole}.{rest})")
-                raise UserError(f"{what} {value!r}: a comma separates budgets, so {whole!r} "
+                raise UserError(f"{what} {quoted(value)}: a comma separates budgets, so {quoted(whole)} "
                                 f"alone would mean {whole} B; for one budget write it "
                                 f"{hint}")
         parse_sizes(value, what=what)  # its own message for a list with no size in it
@@ -92,7 +92,7 @@ def as_fraction(value: Percent, what: str = "--headroom") -> float | None:
         return parse_percent(value, what=what)
     if (isinstance(value, bool) or not isinstance(value, int | float)
             or not math.isfinite(value) or not 0 <= float(value) < 1):
-        raise UserError(f"{what} as a number must be a fraction in [0, 1), got {value!r}")
+        raise UserError(f"{what} as a number must be a fraction in [0, 1), got {quoted(value)}")
     return float(value)
 
 
@@ -114,7 +114,7 @@ def as_path(value: str | Path | None, what: str) -> Path | None:
     if not str(value).strip():
         raise UserError(f"{what} is empty: give a directory, or leave the option out")
     if "\0" in str(value):
-        raise UserError(f"{what} {str(value)!r}: a path cannot hold a NUL character")
+        raise UserError(f"{what} {quoted(value)}: a path cannot hold a NUL character")
     return Path(value)
 
 
@@ -125,7 +125,7 @@ def as_choice(value: str | E | None, choices: type[E], what: str) -> E | None:
     try:
         return choices(value)
     except ValueError:
-        raise UserError(f"unknown {what} {value!r}: expected one of "
+        raise UserError(f"unknown {what} {quoted(value)}: expected one of "
                         f"{', '.join(c.value for c in choices)}") from None
 
 
@@ -138,7 +138,7 @@ def as_devices(value: int | None) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"--devices must be a positive integer, got {value!r}")
+        raise UserError(f"--devices must be a positive integer, got {quoted(value)}")
     return value
 
 
@@ -148,7 +148,7 @@ def as_parallel(value: int | str | None) -> int | str | None:
     if value is None:
         return None
     wrong = UserError(f"--parallel must be auto or an integer from 1 to {MAX_PARALLEL}, "
-                      f"got {value!r}")
+                      f"got {quoted(value)}")
     if isinstance(value, str):
         text = value.strip().lower()
         if text == PARALLEL_AUTO:
@@ -166,7 +166,7 @@ def check_int(value: int | None, flag: str, lo: int, hi: int) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise UserError(f"{flag} must be an integer from {lo} to {hi}, got {value!r}")
+        raise UserError(f"{flag} must be an integer from {lo} to {hi}, got {quoted(value)}")
     return value
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-from vramtune.errors import UserError
+from vramtune.errors import UserError, quoted
 from vramtune.schema import MAX_BYTES as MAX_SIZE_BYTES  # 1 EiB: more than any machine holds
 
 _DECIMAL = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6,
@@ -30,7 +30,7 @@ NA = "n/a"  # an unmeasured figure is shown as n/a, never as 0
 def parse_size(text: str | int | float, *, what: str = "size") -> int:
     """Bytes from '8GB', '7.5GiB', '8000MiB', '8000000000'; UserError on anything else."""
     if isinstance(text, bool):
-        raise UserError(f"invalid {what} {text!r}: expected e.g. 8GB, 7.5GiB or 8000MiB")
+        raise UserError(f"invalid {what} {quoted(text)}: expected e.g. 8GB, 7.5GiB or 8000MiB")
     if isinstance(text, int | float):
         value = float(text)
         unit_bytes = 1
@@ -38,18 +38,18 @@ def parse_size(text: str | int | float, *, what: str = "size") -> int:
         match = _SIZE_RE.match(str(text))
         if not match:
             raise UserError(
-                f"invalid {what} {str(text)!r}: expected e.g. 8GB, 7.5GiB or 8000MiB ({SIZE_HELP})")
+                f"invalid {what} {quoted(text)}: expected e.g. 8GB, 7.5GiB or 8000MiB ({SIZE_HELP})")
         unit = match["unit"].lower()
         unit_bytes = _DECIMAL.get(unit) or _BINARY.get(unit) or 0
         if not unit_bytes:
-            raise UserError(f"invalid {what} {text!r}: unknown unit {match['unit']!r} ({SIZE_HELP})")
+            raise UserError(f"invalid {what} {quoted(text)}: unknown unit {match['unit']!r} ({SIZE_HELP})")
         value = float(match["num"])
     nbytes = value * unit_bytes
-    if not math.isfinite(nbytes) or nbytes < 1:
-        raise UserError(f"invalid {what} {text!r}: must be a positive amount of memory")
-    if nbytes > MAX_SIZE_BYTES:
-        raise UserError(f"invalid {what} {text!r}: more than any machine's memory (at most "
+    if nbytes > MAX_SIZE_BYTES:  # inf too: a number too long for a float
+        raise UserError(f"invalid {what} {quoted(text)}: more than any machine's memory (at most "
                         f"1 EiB = {MAX_SIZE_BYTES} bytes)")
+    if not math.isfinite(nbytes) or nbytes < 1:
+        raise UserError(f"invalid {what} {quoted(text)}: must be a positive amount of memory")
     return int(nbytes)
 
 
@@ -57,7 +57,7 @@ def parse_sizes(text: str, *, what: str = "size") -> list[int]:
     """A comma-separated list of sizes ('8GB,12GB,24GB'), in the order given."""
     parts = [p for p in (s.strip() for s in str(text).split(",")) if p]
     if not parts:
-        raise UserError(f"invalid {what} {text!r}: expected e.g. 8GB or 8GB,12GB")
+        raise UserError(f"invalid {what} {quoted(text)}: expected e.g. 8GB or 8GB,12GB")
     return [parse_size(p, what=what) for p in parts]
 
 
@@ -70,10 +70,10 @@ def parse_percent(text: str | float, *, what: str) -> float:
     try:
         value = float(raw[:-1] if raw.endswith("%") else raw)
     except ValueError:
-        raise UserError(f"invalid {what} {text!r}: expected a percentage such as 10%") from None
+        raise UserError(f"invalid {what} {quoted(text)}: expected a percentage such as 10%") from None
     fraction = value / 100
     if not math.isfinite(fraction) or fraction < 0 or fraction >= 1:
-        raise UserError(f"invalid {what} {text!r}: must be between 0% and 100% (exclusive)")
+        raise UserError(f"invalid {what} {quoted(text)}: must be between 0% and 100% (exclusive)")
     return fraction
 
 

@@ -48,3 +48,18 @@ def test_format_bytes_never_prints_zero_for_unknown():
 def test_headroom_limit_is_budget_minus_headroom_or_none():
     assert headroom_limit_bytes(1_000_000_000, 0.1) == 900_000_000
     assert headroom_limit_bytes(None, 0.1) is None
+
+
+def test_a_pasted_run_of_digits_is_named_not_echoed_whole():
+    text = "9" * 5000 + "GB"
+    with pytest.raises(UserError) as err:
+        parse_size(text, what="--gpu-mem")
+    message = str(err.value)
+    assert len(message) < 200 and "\n" not in message
+    assert "(5,002 characters)" in message and "more than any machine's memory" in message
+    assert message.startswith("invalid --gpu-mem '999") and "GB'" in message
+
+
+def test_short_input_is_quoted_whole():
+    with pytest.raises(UserError, match=r"invalid size '8XB': unknown unit 'XB'"):
+        parse_size("8XB")
