@@ -20,7 +20,7 @@ import pandas as pd
 
 from vramtune import yamlio
 from vramtune.compat import require_trainable_stack
-from vramtune.errors import UserError
+from vramtune.errors import UserError, quoted
 from vramtune.inputs import (
     MAX_TRAINING_STEPS,
     Percent,
@@ -577,19 +577,23 @@ def parse_num_envs_list(text: str | Sequence[int]) -> list[int]:
         if part == "":
             continue
         if isinstance(part, bool):
-            raise UserError(f"invalid --sizes {text!r}: {part!r} is not a whole number")
+            raise UserError(f"invalid --sizes {quoted(text)}: {quoted(part)} is not a whole number")
+        if isinstance(part, str) and part.isascii() and part.isdigit() \
+                and len(part.lstrip("0")) > len(str(MAX_NUM_ENVS)):
+            raise UserError(f"invalid --sizes {quoted(text)}: num_envs must be positive and at "
+                            f"most {MAX_NUM_ENVS}, got {quoted(part)}")  # before int(): digit limit
         try:
             value = int(part)
         except (TypeError, ValueError):
-            raise UserError(f"invalid --sizes {text!r}: {part!r} is not a whole number; "
+            raise UserError(f"invalid --sizes {quoted(text)}: {quoted(part)} is not a whole number; "
                             f"expected e.g. 64,256") from None
         if not 1 <= value <= MAX_NUM_ENVS:
-            raise UserError(f"invalid --sizes {text!r}: num_envs must be positive and at most "
+            raise UserError(f"invalid --sizes {quoted(text)}: num_envs must be positive and at most "
                             f"{MAX_NUM_ENVS}, got {value}")
         if value not in sizes:
             sizes.append(value)
     if not sizes:
-        raise UserError(f"invalid --sizes {text!r}: expected num_envs such as 64,256")
+        raise UserError(f"invalid --sizes {quoted(text)}: expected num_envs such as 64,256")
     if len(sizes) > BENCH_MAX_SIZES:
         raise UserError(f"invalid --sizes: {len(sizes)} sizes; at most {BENCH_MAX_SIZES}")
     return sizes

@@ -43,7 +43,7 @@ def as_cap(value: Size, what: str = "--gpu-mem") -> int | None:
     cannot even start under RLIMIT_DATA, and no CUDA context fits on a card)."""
     budget = as_bytes(value, what)
     if budget is not None and budget < MIN_CAP_BYTES:
-        raise UserError(f"{what} {value}: below {MIN_CAP_BYTES >> 20} MiB, less than a Python "
+        raise UserError(f"{what} {quoted(value)}: below {MIN_CAP_BYTES >> 20} MiB, less than a Python "
                         f"process needs to start and import JAX")
     return budget
 
@@ -61,11 +61,13 @@ def as_budgets(value: str | int | float | Sequence[str | int | float | None],
         for whole, rest in zip(parts, parts[1:], strict=False):
             digits = _LEADING_DIGITS.match(rest)
             if _ASCII_DIGITS.fullmatch(whole) and int(whole) < MIN_CAP_BYTES and digits:
-                hint = (f"without the thousands separator ({whole}{rest})"
-                        if len(digits[0]) == 3 else f"with a decimal point ({whole}.{rest})")
-                raise UserError(f"{what} {quoted(value)}: a comma separates budgets, so {quoted(whole)} "
-                                f"alone would mean {whole} B; for one budget write it "
-                                f"{hint}")
+                short = len(whole) + len(rest) <= 24  # else the hint is not echoed
+                hint = (("without the thousands separator" + (f" ({whole}{rest})" if short else ""))
+                        if len(digits[0]) == 3
+                        else "with a decimal point" + (f" ({whole}.{rest})" if short else ""))
+                raise UserError(f"{what} {quoted(value)}: a comma separates budgets, so "
+                                f"{quoted(whole)} alone would mean {whole} B; for one budget "
+                                f"write it {hint}")
         parse_sizes(value, what=what)  # its own message for a list with no size in it
         values: list[str | int | float | None] = [p for p in parts if p]
     elif isinstance(value, int | float):
@@ -114,7 +116,7 @@ def as_path(value: str | Path | None, what: str) -> Path | None:
     if not str(value).strip():
         raise UserError(f"{what} is empty: give a directory, or leave the option out")
     if "\0" in str(value):
-        raise UserError(f"{what} {quoted(value)}: a path cannot hold a NUL character")
+        raise UserError(f"{what} {quoted(str(value))}: a path cannot hold a NUL character")
     return Path(value)
 
 

@@ -32,7 +32,10 @@ def parse_size(text: str | int | float, *, what: str = "size") -> int:
     if isinstance(text, bool):
         raise UserError(f"invalid {what} {quoted(text)}: expected e.g. 8GB, 7.5GiB or 8000MiB")
     if isinstance(text, int | float):
-        value = float(text)
+        try:
+            value = float(text)
+        except OverflowError:  # an int past a float's range
+            value = math.inf
         unit_bytes = 1
     else:
         match = _SIZE_RE.match(str(text))
@@ -42,7 +45,8 @@ def parse_size(text: str | int | float, *, what: str = "size") -> int:
         unit = match["unit"].lower()
         unit_bytes = _DECIMAL.get(unit) or _BINARY.get(unit) or 0
         if not unit_bytes:
-            raise UserError(f"invalid {what} {quoted(text)}: unknown unit {match['unit']!r} ({SIZE_HELP})")
+            raise UserError(f"invalid {what} {quoted(text)}: unknown unit "
+                            f"{quoted(match['unit'])} ({SIZE_HELP})")
         value = float(match["num"])
     nbytes = value * unit_bytes
     if nbytes > MAX_SIZE_BYTES:  # inf too: a number too long for a float

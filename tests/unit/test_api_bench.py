@@ -17,6 +17,12 @@ def test_sizes_parse(sizes, expected):
     assert api.parse_num_envs_list(sizes) == expected
 
 
+def test_a_size_past_pythons_digit_limit_is_too_large_not_malformed():
+    with pytest.raises(UserError, match="at most 16777216") as info:
+        api.parse_num_envs_list("64," + "9" * 5000)
+    assert len(str(info.value)) < 300 and "(5,003 characters)" in str(info.value)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"sizes": "64,x"}, "not a whole number"),
     ({"sizes": [True]}, "not a whole number"),

@@ -20,7 +20,7 @@ def test_budgets_keep_their_order_drop_duplicates_and_keep_the_runs_own():
     ("1,3GB", "(1.3GB)"),
     ("1,300MB", "without the thousands separator (1300MB)"),
     ("0,5GiB", "(0.5GiB)"),
-    ("63MiB", "--gpu-mem 63MiB: below 64 MiB"),
+    ("63MiB", "--gpu-mem '63MiB': below 64 MiB"),
     ([63 * MiB], f"--gpu-mem {63 * MiB}: below 64 MiB"),
     ([], "no budget given"),
     (",", "expected e.g. 8GB or 8GB,12GB"),

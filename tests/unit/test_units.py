@@ -63,3 +63,8 @@ def test_a_pasted_run_of_digits_is_named_not_echoed_whole():
 def test_short_input_is_quoted_whole():
     with pytest.raises(UserError, match=r"invalid size '8XB': unknown unit 'XB'"):
         parse_size("8XB")
+
+
+def test_an_int_past_a_floats_range_is_more_than_any_machine():
+    with pytest.raises(UserError, match="more than any machine's memory"):
+        parse_size(10**400)

@@ -150,8 +150,8 @@ def test_a_user_error_is_one_line_whatever_it_quotes(capsys):
     ("1,3GB", "a comma separates budgets, so '1' alone would mean 1 B; for one budget "
               "write it with a decimal point (1.3GB)"),
     ("1,300MB", "write it without the thousands separator (1300MB)"),
-    ("63MiB", "--gpu-mem 63MiB: below 64 MiB"),
-    ("1GB,3", "--gpu-mem 3: below 64 MiB"),
+    ("63MiB", "--gpu-mem '63MiB': below 64 MiB"),
+    ("1GB,3", "--gpu-mem '3': below 64 MiB"),
     ("", "invalid --gpu-mem '': expected e.g. 8GB or 8GB,12GB"),
 ])
 def test_a_budget_no_trial_could_run_under_is_refused_not_read(corpus, tmp_path, capsys,

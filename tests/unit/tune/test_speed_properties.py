@@ -36,9 +36,19 @@ runs = st.builds(
     st.integers(1, 9))
 
 
+# a dip its re-run does not repeat (448 between 128 and 512), for the random runs to disturb:
+# alone, random lists set a run aside about 3 times in 1,000
+DIPPED = [_run(128, 25_000, 0.01, Purpose.SEARCH, Status.OK, False, 5),
+          _run(448, 12_000, 0.01, Purpose.SEARCH, Status.OK, False, 5),
+          _run(512, 25_500, 0.01, Purpose.SEARCH, Status.OK, False, 5),
+          _run(448, 26_000, 0.01, Purpose.ALONE, Status.OK, False, 5)]
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(runs, min_size=1, max_size=14), st.booleans())
-def test_the_pick_keeps_its_promises_over_any_runs(results, remeasure_left):
+@given(st.lists(runs, min_size=1, max_size=14), st.booleans(), st.booleans())
+def test_the_pick_keeps_its_promises_over_any_runs(results, remeasure_left, seeded):
+    if seeded:
+        results = [*DIPPED, *results]
     rec = choose(results, 4 * GB, 0.1, remeasure_left=remeasure_left)
     aside = [run for run, _ in rec.set_aside]
     for run in aside:
