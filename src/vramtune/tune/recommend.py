@@ -275,7 +275,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
             witnesses = [size_rates(n, rs) for n, rs in others.items()]
             # A disturbed run is out before anything reads the size's rate, the drift check
             # too (its proof run would read far above the pooled rate: a move that was not).
-            set_aside = _disturbed(by_size, witnesses, in_order)
+            set_aside = _disturbed(by_size, witnesses)
             aside = {id(x) for x, _ in set_aside}
             by_size = {n: [r for r in rs if id(r) not in aside] for n, rs in by_size.items()}
             kept = [r for r in in_order if id(r) not in aside]
@@ -321,34 +321,29 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
                           highest, runs, set_aside)
 
 
-def _disturbed(by_size: Mapping[int, list[TrialResult]], witnesses: Sequence[Rates],
-               in_order: Sequence[TrialResult]) -> tuple[tuple[TrialResult, str], ...]:
-    """Ranked runs that read a dip (``speed.dip_between``) which the same size's later runs
-    do not repeat (they read more than ``DIP_RATIO`` above it and are no dip themselves): the
-    run was disturbed, and the size is weighed on its other runs. A dip its later run repeats
-    stays: it may be real. Later means later in ``in_order``: the order runs were recorded
-    in (for several run folders read together, the order they were given in)."""
-    position = {id(r): i for i, r in enumerate(in_order)}
-    pooled = {n: size_rates(n, rs) for n, rs in by_size.items()}
+def _disturbed(by_size: Mapping[int, list[TrialResult]], witnesses: Sequence[Rates]
+               ) -> tuple[tuple[TrialResult, str], ...]:
+    """A size's first ranked run, when it read a dip (``speed.dip_between``) that its later
+    runs do not repeat (they read more than ``DIP_RATIO`` above it and are no dip
+    themselves): that run was disturbed, and the size is weighed on its other runs. A dip
+    its later runs repeat stays: it may be real. Only the first: a dip is asked about only
+    while a size has one run (``pick_fastest``), so the run it re-measures is the first.
+    ``by_size`` lists each size's runs in the order they were recorded (for several run
+    folders read together, the order they were given in)."""
+    measured = sorted([*(size_rates(n, rs) for n, rs in by_size.items()), *witnesses],
+                      key=lambda v: v.num_envs)
     out: list[tuple[TrialResult, str]] = []
     for n, rs in by_size.items():
-        if len(rs) < 2:
+        if len(rs) < 2 or not rs[0].steps_per_s:
             continue
-        for x in rs:
-            later = [r for r in rs if position.get(id(r), -1) > position.get(id(x), -1)]
-            if not later or not x.steps_per_s:
-                continue
-            mine, since = size_rates(n, [x]), size_rates(n, later)
-            if not since.median > DIP_RATIO * mine.median:
-                continue
-            measured = sorted([*(v for k, v in pooled.items() if k != n), *witnesses],
-                              key=lambda v: v.num_envs)
-            sides = dip_between(mine, measured)
-            if sides is not None and dip_between(replace(since, runs=1), measured) is None:
-                out.append((x, f"set aside: read {mine.median:,.0f} steps/s, a dip "
+        mine, since = size_rates(n, rs[:1]), size_rates(n, rs[1:])
+        if not since.median > DIP_RATIO * mine.median:
+            continue
+        sides = dip_between(mine, measured)
+        if sides is not None and dip_between(replace(since, runs=1), measured) is None:
+            out.append((rs[0], f"set aside: read {mine.median:,.0f} steps/s, a dip "
                                f"({dip_words(sides, 'that')}), and {since.median:,.0f} when "
                                f"run again: a disturbed run"))
-                break  # one run set aside per size: the rest are its evidence
     return tuple(out)
 
 

@@ -35,6 +35,7 @@ interval of the other), significant when the counts make it so; otherwise they r
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -312,17 +313,22 @@ def dip_between(c: Rates, measured: Sequence[Rates]) -> tuple[int, ...] | None:
     curve rising, not a dip.)"""
     if c.runs != 1 or not c.median > 0 or not (c.intervals or c.low is not None):
         return None  # a record with no spread at all is taken at its word (compare_rates)
-    below = [m for m in measured if m.num_envs < c.num_envs]
-    above = [m for m in measured if m.num_envs > c.num_envs]
-    if not below:
+    # bisect, not a scan: a resumed file may hold thousands of sizes, each asked once
+    i = bisect_left(measured, c.num_envs, key=_size)
+    j = bisect_right(measured, c.num_envs, key=_size)
+    if i == 0:
         return None
-    low = below[-1]
-    if not above:
+    low = measured[i - 1]
+    if j == len(measured):
         return (low.num_envs,) if low.median > DIP_EDGE_RATIO * c.median else None
-    high = above[0]
+    high = measured[j]
     if low.median > DIP_RATIO * c.median and high.median > DIP_RATIO * c.median:
         return low.num_envs, high.num_envs
     return None
+
+
+def _size(r: Rates) -> int:
+    return r.num_envs
 
 
 def dip_words(sides: tuple[int, ...], of: str = "its rate") -> str:

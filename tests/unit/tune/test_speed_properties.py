@@ -101,3 +101,21 @@ def test_a_first_run_is_set_aside_exactly_when_it_dips_and_its_rerun_does_not(
     assert bool(rec.set_aside) == expected, (lo, mx, hi, my)
     if expected:
         assert rec.set_aside[0][0] is results[1]
+
+
+def test_thousands_of_sizes_and_runs_are_weighed_in_bounded_time():
+    """A resumed file may hold thousands of sizes or runs: the dip checks bisect, and only a
+    size's first run can be set aside (bounds generous, for a loaded CI machine)."""
+    import time
+
+    sizes = [_run(n, 20_000 + (n % 7) * 100, 0.01, Purpose.SEARCH, Status.OK, False, 3)
+             for n in range(4, 16_004, 4)]
+    started = time.perf_counter()
+    choose(sizes, None, 0.1, remeasure_left=True)
+    assert time.perf_counter() - started < 20
+    one_size = [*DIPPED, *(_run(448, 26_000 + i % 50, 0.01, Purpose.ALONE, Status.OK, False, 3)
+                           for i in range(4000))]
+    started = time.perf_counter()
+    rec = choose(one_size, None, 0.1, remeasure_left=True)
+    assert time.perf_counter() - started < 20
+    assert [r.num_envs for r, _ in rec.set_aside] == [448]
