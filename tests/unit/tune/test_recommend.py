@@ -364,15 +364,9 @@ def test_a_run_that_shared_the_device_is_no_neighbour_for_a_dip():
 
 
 def test_a_dip_repeated_by_a_second_run_stands():
-    from dataclasses import replace
-
     from vramtune.records import Purpose
 
-    def timed(n, sps, purpose=Purpose.SEARCH):
-        rates = [sps * (1 + d) for d in (-0.01, -0.005, 0.0, 0.005, 0.01)]
-        return replace(r(n, sps, 1.0), purpose=purpose, steps_per_s_intervals=rates,
-                       steps_per_s_min=min(rates), steps_per_s_max=max(rates),
-                       measured_intervals=len(rates))
+    timed = _timed
 
     trials = [timed(576, 25_000), timed(704, 14_000), timed(832, 24_000)]
     once = choose(trials, 4 * GB, 0.1, remeasure_left=True)
@@ -388,15 +382,9 @@ def test_a_dip_repeated_by_a_second_run_stands():
 
 
 def test_a_move_within_a_windows_own_error_or_rerun_since_widens_nothing():
-    from dataclasses import replace
-
     from vramtune.records import Purpose
 
-    def timed(n, sps, purpose=Purpose.SEARCH):
-        rates = [sps * (1 + d) for d in (-0.01, -0.005, 0.0, 0.005, 0.01)]
-        return replace(r(n, sps, 1.0), purpose=purpose, steps_per_s_intervals=rates,
-                       steps_per_s_min=min(rates), steps_per_s_max=max(rates),
-                       measured_intervals=len(rates))
+    timed = _timed
 
     trials = [timed(128, 15_600), timed(704, 13_500)]
     steady = choose(trials + [timed(128, 15_000, Purpose.CONFIRM)], 4 * GB, 0.1,
