@@ -552,9 +552,9 @@ def remeasure_steps(config: SweepConfig, results: Sequence[TrialResult]) -> list
     if len(rec.remeasure) != 2:
         return []
     a, b = rec.remeasure
+    contender = b  # the size in doubt, beside the fastest
     if done % 2:
         a, b = b, a
-    contender = rec.remeasure[1]
     sides = rec.speed.dips.get(contender) if rec.speed is not None else None
     doubt = (f"{contender}'s one run is a dip ({dip_words(sides)}): a disturbed run or a real one"
              if sides else f"their steps/s do not yet say which is faster or that they are "

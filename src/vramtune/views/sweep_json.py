@@ -31,8 +31,8 @@ def summary(state: SweepState, recommendation: Recommendation, run_dir: Path) ->
         "reasons": {str(k): v for k, v in recommendation.reasons.items()},
         # runs left out of the speed comparison (a dip the size's re-run did not repeat),
         # by their place in "results"
-        "set_aside": [{"result_index": i, "num_envs": r.num_envs, "why": recommendation.set_aside_words(r)}
+        "set_aside": [{"result_index": i, "num_envs": r.num_envs, "why": why}
                       for i, r in enumerate(state.results)
-                      if recommendation.set_aside_words(r) is not None],
+                      if (why := recommendation.set_aside_words(r)) is not None],
         "results": [r.to_dict() for r in state.results],
     }
