@@ -83,7 +83,13 @@ from vramtune.tune.request import (
     reconcile,
     resolve,
 )
-from vramtune.tune.speed import Verdict, can_resolve, compare_rates, dip_words
+from vramtune.tune.speed import (
+    DIP_EDGE_RATIO,
+    Verdict,
+    can_resolve,
+    compare_rates,
+    dip_words,
+)
 from vramtune.units import format_bytes
 from vramtune.workload.pickled import save_factory
 from vramtune.workload.profile import safe_name
@@ -444,8 +450,10 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
     ladder below the boundary the predictive search skipped). One at a time, from the largest
     size that fits down, until a size is clearly slower than the best above it (throughput:
     their ranges do not overlap; knee: more than 5% below): below that, smaller sizes are
-    taken to be slower still, as throughput grows with num_envs up to its plateau.
-    ``max-envs`` compares nothing: only the largest size must have run alone.
+    taken to be slower still, as throughput grows with num_envs up to its plateau. A stop on
+    one run that reads a larger drop than undisturbed neighbours show first measures the size
+    below it alone (``_witness_below``). ``max-envs`` compares nothing: only the largest size
+    must have run alone.
     """
     limit = config.limit_bytes
     edge = boundary_edge(results, limit)
@@ -463,7 +471,7 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
     for r in results:  # one pass: a resumed file may hold thousands of sizes
         by_size.setdefault(r.num_envs, []).append(r)
     best: TrialResult | None = None
-    for n in sizes:
+    for i, n in enumerate(sizes):
         alone = [r for r in by_size.get(n, ()) if not r.shared_run]
         if not alone:
             shared = n in by_size
@@ -475,10 +483,37 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
             continue  # ran alone and has no steps/s to compare: running it again will not help
         fastest = max(measured, key=lambda r: r.steps_per_s or 0.0)
         if best is not None and _clearly_slower(fastest, best, config.objective, config.speed_margin):
+            witness = _witness_below(config, sizes[i + 1:], measured, best, by_size)
+            if witness is not None:
+                return [witness]
             break
         if best is None or (fastest.steps_per_s or 0.0) > (best.steps_per_s or 0.0):
             best = fastest
     return remeasure_steps(config, results)
+
+
+def _witness_below(config: SweepConfig, below: Sequence[int], measured: Sequence[TrialResult],
+                   best: TrialResult, by_size: dict[int, list[TrialResult]]) -> Step | None:
+    """Throughput: the walk would stop at a size whose one fitting run alone reads more than
+    ``DIP_EDGE_RATIO`` below the best above it (undisturbed neighbours differ less), and the
+    next size down has no run alone, so no size below could show that run to be a dip. That
+    size, run alone, is the witness: reading over ``DIP_RATIO`` times the stopped size's
+    rate, it makes the stopped size a dip, which the pick runs again
+    (``speed.pick_fastest``); otherwise the walk stops where it did. One trial, only in a
+    sweep whose search trials shared the device."""
+    if config.objective is not Objective.THROUGHPUT or len(measured) != 1 or not below:
+        return None
+    rate, top = measured[0].steps_per_s or 0.0, best.steps_per_s or 0.0
+    if not (rate > 0 and top > DIP_EDGE_RATIO * rate):
+        return None
+    n, witness = measured[0].num_envs, below[0]
+    if any(not r.shared_run for r in by_size.get(witness, ())):
+        return None
+    return Step(StepKind.ALONE, witness,
+                f"measuring {witness} envs alone: {n} read {rate:,.0f} steps/s on its one run "
+                f"alone, {best.num_envs} above it {top / rate:.2f}x that (over "
+                f"{DIP_EDGE_RATIO:g}x: more than neighbouring sizes differ undisturbed); "
+                f"{witness} tells a disturbed run from a slower size")
 
 
 def remeasure_pairs(results: Sequence[TrialResult]) -> int:

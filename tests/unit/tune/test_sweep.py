@@ -71,11 +71,41 @@ def test_shared_fits_are_measured_alone_from_the_top_until_clearly_slower():
     done = [*shared, rec(1408, sps=10_000, purpose=Purpose.ALONE)]
     (step,) = next_steps(cfg, done, cfg.space(), 2)
     assert step.num_envs == 1024  # its steps/s might still beat 1408's
-    slower = [*done, rec(1024, sps=7_000, purpose=Purpose.ALONE)]
-    # 1024 is clearly slower than 1408: 256 is not measured again; the pick's proof follows
+    slower = [*done, rec(1024, sps=8_500, purpose=Purpose.ALONE)]
+    # 1024 is clearly slower than 1408 (by 1.18x, as neighbours differ undisturbed): 256 is not
+    # measured again; the pick's proof follows
     assert alone_steps(cfg, slower, cfg.space()) == []
     (proof,) = next_steps(cfg, slower, cfg.space(), 2)
     assert (proof.phase, proof.num_envs) == (StepKind.REPEATING, 1408)
+
+
+def test_a_stop_on_a_drop_past_the_edge_ratio_measures_the_size_below_first():
+    """In a sweep whose search trials shared the device, the walk alone would stop at 1024,
+    whose one run read 1.67x below 1408: more than undisturbed neighbours differ. 256 runs
+    alone first; reading over 1.1x 1024's run, it makes that run a dip, which the pick runs
+    again beside 1408; reading no faster, the walk stops where it did."""
+    cfg = config()
+    shared = [replace(r, shared_run=True) for r in SEARCHED]
+    dropped = [*shared, rec(1408, sps=10_000, purpose=Purpose.ALONE),
+               rec(1024, sps=6_000, purpose=Purpose.ALONE)]
+    (step,) = alone_steps(cfg, dropped, cfg.space())
+    assert (step.phase, step.num_envs) == (StepKind.ALONE, 256)
+    assert step.reason == (
+        "measuring 256 envs alone: 1024 read 6,000 steps/s on its one run alone, 1408 above it "
+        "1.67x that (over 1.25x: more than neighbouring sizes differ undisturbed); 256 tells a "
+        "disturbed run from a slower size")
+    assert trial_request(cfg, dropped, step).purpose is Purpose.ALONE
+    slower = [*dropped, rec(256, sps=6_100, purpose=Purpose.ALONE)]
+    assert alone_steps(cfg, slower, cfg.space()) == []  # no dip: 1408's proof follows
+    dip = [*dropped, rec(256, sps=9_000, purpose=Purpose.ALONE)]
+    steps = alone_steps(cfg, dip, cfg.space())
+    assert sorted(s.num_envs for s in steps) == [1024, 1408]
+    assert "1024's one run is a dip (256 and 1408 on either side" in steps[0].reason
+    # not for a size known from two runs, nor for the other objectives
+    twice = [*dropped, rec(1024, sps=6_200, purpose=Purpose.ALONE)]
+    assert alone_steps(cfg, twice, cfg.space()) == []
+    knee = config(Objective.KNEE)
+    assert 256 not in [s.num_envs for s in alone_steps(knee, dropped, knee.space())]
 
 
 def test_a_tie_keeps_walking_down():
