@@ -193,9 +193,9 @@ def run_case(case: Case, corpus_root: Path, base: Path) -> Outcome:
         problems.append("traceback: " + both[both.rfind("Traceback"):][-600:])
     elif outcome.rc is not None and outcome.rc not in case.expect:
         problems.append(f"exit {outcome.rc}, expected {case.expect}: {outcome.stderr[-300:]}")
-    if outcome.rc == 2:  # ours: one line; click's usage errors end on an "Error:" line
+    if outcome.rc == 2:  # one line, click's usage errors too
         lines = [ln for ln in outcome.stderr.splitlines() if ln.strip()]
-        if not lines or not lines[-1].startswith(("vramtune: error: ", "Error: ")):
+        if not lines or not lines[-1].startswith("vramtune: error: "):
             problems.append(f"exit 2 without a one-line error: {outcome.stderr[-300:]!r}")
     if case.warn and outcome.rc in (0, 1) and "warning" not in outcome.stderr.lower():
         problems.append("a damaged line was used without a warning")

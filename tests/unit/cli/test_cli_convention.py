@@ -142,3 +142,20 @@ def test_init_profile_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_doctor_json(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(["doctor", "--no-probe", "--json"], capsys, codes=(0, 1))
     assert isinstance(data, dict) and "problems" in data and "versions" in data
+
+
+@pytest.mark.parametrize(("argv", "start", "command"), [
+    (["report", "run", "--objective", "fastest"],
+     "Invalid value for '--objective': 'fastest' is not one of", "vramtune report"),
+    (["bogus"], "No such command 'bogus'", "vramtune"),
+    (["report"], "Missing argument", "vramtune report"),
+    (["emit-config", "run", "--bogus"], "No such option: --bogus", "vramtune emit-config"),
+])
+def test_a_usage_error_is_one_line(capsys, argv, start, command) -> None:
+    """click's usage block (usage, a hint, a blank line, the error) becomes one line, like
+    every other refusal, naming the command's --help; no "Value error, " from pydantic."""
+    assert app.main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"vramtune: error: {start}"), err
+    assert err.rstrip().endswith(f"; see '{command} --help'") and "Value error" not in err
