@@ -318,16 +318,27 @@ def _nothing_fits(source: Measurements, rec: Recommendation, mem: str) -> str:
     measured = [r for r in source.results if r.status is Status.OK and r.peak_bytes is not None]
     limit = both_units(rec.limit_bytes) if rec.limit_bytes is not None else "the budget"
     if measured:
-        smallest = min(measured, key=lambda r: r.num_envs)
+        # the figure the line is held against (under_line: the data segment / pool where
+        # measured), the highest of the size's runs: one run over the line rules a size out
+        smallest = min(r.num_envs for r in measured)
+        runs = [r for r in measured if r.num_envs == smallest]
+        top = max(runs, key=_line_figure)
+        what = f"{mem} {top.cap_figure_words}" if top.cap_figure_bytes is not None else mem
+        of = f" (the highest of its {len(runs)} runs)" if len(runs) > 1 else ""
         return (f"no measured trial fits under the headroom line, {limit}; the smallest that "
-                f"ran, num_envs={smallest.num_envs}, peaked at "
-                f"{format_bytes(smallest.peak_bytes)} {mem}: measure smaller sizes "
-                f"(vramtune sweep --start N) or use a larger budget")
+                f"ran, num_envs={smallest}, peaked at {format_bytes(_line_figure(top))} "
+                f"{what}{of}: measure smaller sizes (vramtune sweep --start N) or use a larger "
+                f"budget")
     failed = [r for r in source.results if r.status in FAILED_BY_MEMORY]
     why = rec.notice or "no trial finished ok"
     if failed:
         why = f"every trial ran out of memory or failed ({why})"
     return f"nothing to emit: {why}"
+
+
+def _line_figure(result: TrialResult) -> int:
+    figure = result.cap_figure_bytes if result.cap_figure_bytes is not None else result.peak_bytes
+    return figure or 0
 
 
 def optimisation_change(profile: Profile, chosen: TrialResult) -> str | None:

@@ -159,8 +159,8 @@ class Recommendation:
         room = ""  # a CPU's proof is held below its line (its budget here may be another)
         if (self.limit_bytes is not None and c.cap_bytes is not None and not c.is_gpu
                 and c.cap_bytes < self.limit_bytes):
-            room = (f", {format_bytes(self.limit_bytes - c.cap_bytes)} below the "
-                    f"{format_bytes(self.limit_bytes)} line")
+            room = (f" (a cap {format_bytes(self.limit_bytes - c.cap_bytes)} below the "
+                    f"{format_bytes(self.limit_bytes)} line)")
         return (f"confirmed: {c.training_steps} training steps, peak "
                 f"{format_bytes(peak)} {c.memory_label}{' ' + what if what else ''}"
                 f" under {c.cap or 'no cap'}{room}")

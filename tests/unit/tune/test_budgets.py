@@ -78,3 +78,13 @@ def test_a_gpu_prediction_fits_the_pool_that_runs_out_not_the_live_peak():
     assert predicted.held_to_bytes is not None and predicted.held_to_bytes < predicted.limit_bytes
     assert "model pool" in str(predicted) and "less the CUDA context" in str(predicted)
     assert predict_size(merge_runs([load_run(recorded)]), 2 * 10**9, 0.1) is None  # swept
+
+
+def test_nothing_fits_quotes_the_figure_held_against_the_line():
+    """The line is held against the data segment (RSS runs below it): the refusal quotes
+    that figure, the highest of the smallest size's runs, never an RSS under the line."""
+    runs = [rec(256, 864), rec(256, 900), rec(512, 928)]  # RSS 95% of the data segment
+    line = int(880 * MiB)  # RSS 855 / 821 MiB at 256: under it; the data segment is not
+    e = choose_for_budget(measurements(runs), line, headroom_fraction=0.0)
+    assert e.chosen is None and e.error is not None
+    assert "num_envs=256, peaked at 900.00 MiB host RAM data segment" in e.error, e.error

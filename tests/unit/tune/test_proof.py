@@ -338,7 +338,8 @@ def test_a_confirming_run_is_capped_one_refinement_step_below_the_line():
     passed = [*results, r(512, data_gb=gb(512), purpose=Purpose.CONFIRM, cap=request.cap_bytes)]
     rec = choose(passed, int(1.2 * GB), 0.1, Objective.MAX_ENVS)
     assert rec.chosen.num_envs == 512 and rec.confirmation is passed[-1]
-    assert "below the" in rec.confirmed_line and _steps(config, passed) == []
+    assert "(a cap " in rec.confirmed_line and "below the" in rec.confirmed_line
+    assert _steps(config, passed) == []
     # running out of memory under it fails the proof: the step-down searches below 512
     failed = [*results, r(512, Status.OOM, purpose=Purpose.CONFIRM, cap=request.cap_bytes)]
     steps = _steps(config, failed)
