@@ -536,7 +536,9 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
             return "peak memory not measured"
         if proven is False:
             figure = r.cap_figure_bytes if r.cap_figure_bytes is not None else r.peak_bytes
-            share = f"{figure / budget:.0%} of budget" if budget and figure else "over the limit"
+            # name the figure held against the line: the table's % budget column is the peak
+            what = f"{r.cap_figure_words} " if r.cap_figure_bytes is not None else ""
+            share = f"{what}{figure / budget:.0%} of budget" if budget and figure else "over the limit"
             return f"over headroom ({share})"
     if edge is not None and r.num_envs >= edge:
         cap = (over or {}).get(r.num_envs)
@@ -549,7 +551,7 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
             if edge in (over or {}):
                 return f"fit once, but {edge} envs is past the boundary"
             return f"fit once, but a run at {edge} envs failed"
-        return "fit once, failed on another run"
+        return "fit once; another run of it failed or went over the line"
     if r.shared_run:
         return "fits; shared run: its steps/s are not comparable until it runs alone"
     if speed is not None and objective is Objective.THROUGHPUT:
@@ -628,4 +630,5 @@ def _nothing_fits(rows: list[TrialResult], limit: int | None, over: Mapping[int,
                                          and (smallest.peak_bytes or 0) > limit):
         return (f"the workload does not fit even at num_envs={smallest.num_envs}: try a larger "
                 f"budget, a smaller --start, smaller networks, or a shorter unroll_length")
-    return "no trial finished ok under the budget; see the status column for why"
+    return ("no size stayed under the line on every run (an ok run can still be over it at "
+            "this headroom); see the why column")
