@@ -98,8 +98,8 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
              f"budget {budget} ({mem}), headroom {emission.headroom_fraction:.0%}: measured peaks "
              f"must stay under {limit}" if emission.budget_bytes is not None else
              f"budget: none (uncapped run), headroom {emission.headroom_fraction:.0%}",
-             f"chosen ({emission.recommendation.objective}) among {len(source.results)} measured "
-             f"trials: num_envs={chosen.num_envs}, batch_size={chosen.batch_size}, "
+             f"chosen ({emission.recommendation.objective}) among {_measured_words(source)}: "
+             f"num_envs={chosen.num_envs}, batch_size={chosen.batch_size}, "
              f"num_minibatches={chosen.num_minibatches}",
              f"measured: peak {format_bytes(rec.peak_bytes)} {mem} ({_peak_source(high)}"
              f"{among}), "
@@ -352,3 +352,11 @@ def cards_markdown(cards: Sequence[CardEmissions],
             lines.append(f"  - {CPU_NOTICE}")
         lines += _budget_notes(emissions, "  - ")
     return "\n".join(lines) + "\n"
+
+
+def _measured_words(source: Measurements) -> str:
+    """'4 measured sizes (7 runs)': a size's repeats, re-measures and proof count as runs."""
+    sizes = len({r.num_envs for r in source.results})
+    runs = len(source.every_result) if source.every_result else len(source.results)
+    noun = "size" if sizes == 1 else "sizes"
+    return f"{sizes} measured {noun}" + (f" ({runs} runs)" if runs > sizes else "")

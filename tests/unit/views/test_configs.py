@@ -373,3 +373,14 @@ def test_the_pick_s_peak_is_the_highest_of_its_runs_in_the_header_and_the_table(
     assert "measured: peak 906.00 MiB host RAM (exact peak RSS, the highest of its 2 runs)" in text
     table = markdown_table(source, [emission], [None])
     assert "906.00 MiB" in table and "600.00 MiB" not in table
+
+
+def test_the_header_counts_sizes_and_their_runs():
+    """Repeats of a size are runs of it, not more sizes: '3 measured sizes (4 runs)'."""
+    run = cpu_run()
+    again = Run(run.directory, run.header,
+                (*run.results, trial(128, 905 * MiB, 26100.0, gpu=False, budget=3 * GB)))
+    source = merge_runs([again])
+    text = render(source, choose_for_budget(source, 2 * GB, Objective.THROUGHPUT),
+                  ConfigFormat.BRAX, mem_fraction_var=VAR)
+    assert "among 3 measured sizes (4 runs): num_envs=" in text, text
