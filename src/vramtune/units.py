@@ -77,7 +77,7 @@ def parse_percent(text: str | float, *, what: str) -> float:
         raise UserError(f"invalid {what} {quoted(text)}: expected a percentage such as 10%") from None
     fraction = value / 100
     if not math.isfinite(fraction) or fraction < 0 or fraction >= 1:
-        raise UserError(f"invalid {what} {quoted(text)}: must be between 0% and 100% (exclusive)")
+        raise UserError(f"invalid {what} {quoted(text)}: must be at least 0% and below 100%")
     return fraction
 
 

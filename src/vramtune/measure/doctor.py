@@ -158,7 +158,9 @@ def diagnose(nvml: Nvml | None = None, *, run_cap_probe: bool = True,
     plugin_errors = tuple(line for _, line in cap_not_applied(user.stderr_tail + "\n"
                                                               + (user.error or "")))
     if user.error:
-        problems.append(f"jax did not start with your environment: {user.error}")
+        named = (f" (JAX_PLATFORMS={raw_platforms}: is that backend's jax build installed?)"
+                 if raw_platforms else "")
+        problems.append(f"jax did not start with your environment{named}: {user.error}")
     if plugins and user.backend == "cpu":
         problems.append("a CUDA plugin is installed and jax started on CPU: the plugin failed "
                         "or no GPU is visible" + (f" ({plugin_errors[0]})" if plugin_errors

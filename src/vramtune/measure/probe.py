@@ -15,6 +15,7 @@ import select
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,19 @@ class ProbeReport:
     stderr_tail: str = ""
     wall_s: float | None = None
 
+
+
+def _message(exc: BaseException) -> str:
+    """The exception's text, or where it was raised when it has none (jax's own bare
+    ``assert _default_backend is not None`` when JAX_PLATFORMS names a backend it lacks)."""
+    text = str(exc).strip()
+    if text:
+        return text
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "(no message)"
+    last = frames[-1]
+    return f"(no message) at {os.path.basename(last.filename)}:{last.lineno} in {last.name}"
 
 def run_probe(env: dict[str, str], *, nvml: Nvml | None = None,
               uuids: tuple[str, ...] | None = None, rlimit_data_bytes: int | None = None,
@@ -188,7 +202,7 @@ def main(argv: list[str]) -> int:
                     or "RESOURCE_EXHAUSTED" in text else "error"
                 report["allocation"] = f"{kind}: {text[:300]}"
     except BaseException as exc:  # noqa: BLE001 - report, never a traceback
-        report["error"] = f"{type(exc).__name__}: {str(exc).strip()[:1000]}"
+        report["error"] = f"{type(exc).__name__}: {_message(exc)[:1000]}"
     sys.stdout.write(PROBE_PREFIX + json.dumps(report) + "\n")
     sys.stdout.flush()
     try:
