@@ -101,8 +101,9 @@ def budget_label(budget_bytes: int | None) -> str:
         return "uncapped"
     for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("TiB", 2**40),
                        ("GiB", 2**30), ("MiB", 2**20)):
-        value = budget_bytes / size
-        if value >= 1 and round(value * 100) == value * 100:
+        # in integers: 1.1e9 / 1e9 is 1.1000000000000001 in floats, which read as 1100MB
+        if budget_bytes >= size and budget_bytes * 100 % size == 0:
+            value = budget_bytes * 100 // size / 100
             return f"{value:.2f}".rstrip("0").rstrip(".") + unit  # never 1e+06: parse_size reads it
     return f"{budget_bytes}B"
 

@@ -248,7 +248,8 @@ def test_merge_counts_a_failed_repeat_against_its_size():
 
 @pytest.mark.parametrize("nbytes,label", [(8 * GB, "8GB"), (int(7.5 * 2**30), "7.5GiB"),
                                           (500 * 10**6, "500MB"), (None, "uncapped"),
-                                          (123, "123B")])
+                                          (123, "123B"), (int(1.1e9), "1.1GB"),
+                                          (int(1.15e9), "1.15GB")])  # not 1100MB: floats
 def test_budget_labels(nbytes, label):
     assert budget_label(nbytes) == label
 
