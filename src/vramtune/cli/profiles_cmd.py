@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
+import textwrap
 from pathlib import Path
 from typing import Annotated
 
@@ -45,10 +48,20 @@ def profiles(
     rows = [("name", "env", "physics", "description")]
     rows += [(p.name, p.env, _physics(p), p.description) for p in loaded]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    # Plain lines, one per profile, whatever the terminal width: easy to grep and pipe.
-    for row in rows:
-        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True))
-                   + "  " + row[3])
+    # Plain lines, one per profile: easy to grep and pipe. In a terminal too narrow for
+    # them, each description goes on its own indented line(s) below its profile's.
+    head = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True))
+            for row in rows]
+    columns = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    widest = max(len(h) + 2 + len(row[3]) for h, row in zip(head, rows, strict=True))
+    if columns is None or widest <= columns:
+        for h, row in zip(head, rows, strict=True):
+            typer.echo(h + "  " + row[3])
+        return
+    for h, row in zip(head, rows, strict=True):
+        typer.echo(h.rstrip())
+        for line in textwrap.wrap(row[3], max(20, columns - 4)):
+            typer.echo("    " + line)
 
 
 def init_profile(
