@@ -404,16 +404,20 @@ def _emitted_blocks(path: Path, batch: BatchConfig) -> tuple[dict[str, Any], dic
 def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Profile | None = None,
            headroom: Percent = "10%", steps: int = 100, timeout_s: float | None = None,
            cache: bool | None = None, devices: int | None = None,
-           on_event: EventCallback | None = None, nvml: Nvml | None = None) -> TrialResult:
+           on_event: EventCallback | None = None, nvml: Nvml | None = None,
+           on_origin: Callable[[str], None] | None = None) -> TrialResult:
     """Train a config file's settings ``steps`` training steps, evaluation as configured,
-    under the budget x (1 - headroom) cap the sweep uses; the record says if it fit."""
+    under the budget x (1 - headroom) cap the sweep uses; the record says if it fit.
+    ``on_origin`` hears which settings are the file's and which the profile's, once every
+    argument has been checked and before the run."""
     budget_bytes = as_cap(gpu_mem)
     if budget_bytes is None:
         raise UserError("verify needs --gpu-mem: the budget to verify the config against")
     fraction = as_fraction(headroom) or 0.0
     check_int(steps, "--steps", 1, MAX_TRAINING_STEPS)
     check_timeout(timeout_s)
-    prof, _ = verification_profile(config_path, profile)
+    device_count = as_devices(devices) or 1
+    prof, origin = verification_profile(config_path, profile)
     require_trainable_stack()
     limit = headroom_limit_bytes(budget_bytes, fraction)
     request = TrialRequest(prof, prof.num_envs, budget_bytes=budget_bytes, cap_bytes=limit,
@@ -421,12 +425,14 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
                                       else prof.timeout_s * max(10, steps / 5)),
                            compile_cache_dir=compile_cache_dir(cache), cache_under_cpu_cap=cache is True,
                            purpose=Purpose.CONFIRM, training_steps=steps,
-                           device_count=as_devices(devices) or 1)
+                           device_count=device_count)
     if request.profile.shape_for(request.num_envs, request.device_count) is None:
         raise UserError(f"{config_path}: num_envs={prof.num_envs}, batch_size={prof.batch_size}, "
                         f"num_minibatches={prof.num_minibatches} break Brax's batch rule on "
                         f"{request.device_count} device(s); `vramtune check {config_path} "
                         f"--device-count {request.device_count}` shows the nearest valid settings")
+    if on_origin is not None:
+        on_origin(origin)
     return _run_alone(request, on_event, nvml)
 
 

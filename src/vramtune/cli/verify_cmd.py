@@ -42,14 +42,15 @@ def verify(
     devices: Annotated[int, typer.Option("--devices", help=DEVICES_HELP)] = 1,
 ) -> None:
     """Train CONFIG's settings much longer than a trial, under the same cap; exit 0 if it fit."""
-    if not json_out:  # which settings are the file's and which the profile's, before minutes
-        _, origin = api.verification_profile(config, profile)
-        console.print(f"settings: batch from {escape(str(config))}; workload from "
-                      f"{escape(origin)}")
+    def settings(origin: str) -> None:  # which are the file's, the profile's: before minutes
+        if not json_out:
+            console.print(f"settings: batch from {escape(str(config))}; workload from "
+                          f"{escape(origin)}")
+
     with stopped_with_one_line("the run was stopped"):
         result = api.verify(config, gpu_mem=gpu_mem, profile=profile, headroom=headroom,
                             steps=steps, timeout_s=timeout, cache=cache, devices=devices,
-                            on_event=phase_printer(json_out))
+                            on_event=phase_printer(json_out), on_origin=settings)
     if json_out:
         print_json(result.to_dict())
     else:

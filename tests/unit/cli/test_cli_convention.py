@@ -159,3 +159,14 @@ def test_a_usage_error_is_one_line(capsys, argv, start, command) -> None:
     assert len(err.splitlines()) == 1, err
     assert err.startswith(f"vramtune: error: {start}"), err
     assert err.rstrip().endswith(f"; see '{command} --help'") and "Value error" not in err
+
+
+@pytest.mark.parametrize("bad", [["--gpu-mem", "0"], ["--gpu-mem", "1GB", "--steps", "0"],
+                                 ["--gpu-mem", "1GB", "--devices", "0"],
+                                 ["--gpu-mem", "1GB", "--timeout", "nan"]])
+def test_verify_refuses_its_flags_before_printing_anything(capsys, tmp_path, bad) -> None:
+    config = tmp_path / "train.yaml"
+    config.write_text("num_envs: 64\nbatch_size: 64\nnum_minibatches: 4\n")
+    assert app.main(["verify", str(config), "--profile", "quick", *bad]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith("vramtune: error: "), err
