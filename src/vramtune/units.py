@@ -54,7 +54,10 @@ def parse_size(text: str | int | float, *, what: str = "size") -> int:
                         f"1 EiB = {MAX_SIZE_BYTES} bytes)")
     if not math.isfinite(nbytes) or nbytes < 1:
         raise UserError(f"invalid {what} {quoted(text)}: must be a positive amount of memory")
-    return int(nbytes)
+    # 2.01 x 1e9 is 2009999999.9999998 in floats: a whole number of bytes a float's rounding
+    # away from the product is that number (budget_label writes 2.01GB and reads it back)
+    whole = round(nbytes)
+    return whole if abs(nbytes - whole) <= 1e-9 * nbytes else int(nbytes)
 
 
 def parse_sizes(text: str, *, what: str = "size") -> list[int]:

@@ -8,6 +8,8 @@ from vramtune.units import format_bytes, headroom_limit_bytes, parse_percent, pa
     ("8GB", 8 * 10**9), ("8G", 8 * 10**9), ("8gb", 8 * 10**9), ("7.5GiB", int(7.5 * 2**30)),
     ("8000MiB", 8000 * 2**20), ("8000000000", 8 * 10**9), ("512 MB", 512 * 10**6),
     ("1.5TB", 15 * 10**11), (1024, 1024),
+    # a float's rounding away from a whole number is that number: budget_label writes these
+    ("2.01GB", 2_010_000_000), ("4.1GB", 4_100_000_000), ("1.5B", 1),
 ])
 def test_parse_size_accepts(text, expected):
     assert parse_size(text) == expected

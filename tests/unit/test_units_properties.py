@@ -50,3 +50,11 @@ def test_budget_label_is_always_read_back(nbytes):
     label = budget_label(nbytes)
     assert "e+" not in label and parse_size(label) == nbytes or \
         abs(parse_size(label) - nbytes) <= nbytes * 1e-12
+
+
+@settings(max_examples=300, deadline=1000)
+@given(st.integers(min_value=1, max_value=10**6))
+def test_a_round_budget_label_reads_back_exactly(k):
+    """Budgets as people type them (k x 10 MB, 2.01GB, 4.1GB): exactly, not a byte short."""
+    nbytes = k * 10**7
+    assert parse_size(budget_label(nbytes)) == nbytes

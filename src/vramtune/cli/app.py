@@ -68,12 +68,14 @@ app.command("doctor")(doctor_cmd.doctor)
 
 
 def usage_line(exc: Exception) -> str:
-    """A bad flag, value or command in one line, like every other refusal: click's own block
-    (usage, a hint, a blank line, then the error) is four, and pydantic's "Value error, "
-    prefix on an enum value is its wording, not ours."""
+    """A bad flag, value or command in one line ('' when there is nothing to say), like every
+    other refusal: click's own block (usage, a hint, a blank line, then the error) is four,
+    and pydantic's "Value error, " prefix on an enum value is its wording, not ours."""
     format_message = getattr(exc, "format_message", None)
     message = format_message() if callable(format_message) else str(exc)
     message = " ".join(message.replace("Value error, ", "").split())
+    if not message:  # a bare `vramtune`: click has printed the help, and raises with no message
+        return ""
     ctx = getattr(exc, "ctx", None)
     command = getattr(ctx, "command_path", None) or "vramtune"
     return f"vramtune: error: {printable(message.rstrip('.'))}; see '{command} --help'"
@@ -90,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     except typer.TyperException as exc:  # typer >= 0.29 vendors click: usage errors land here
-        print(usage_line(exc), file=sys.stderr)
+        line = usage_line(exc)
+        if line:
+            print(line, file=sys.stderr)
         return int(getattr(exc, "exit_code", 2))
     except typer.Abort:
         print("vramtune: aborted", file=sys.stderr)

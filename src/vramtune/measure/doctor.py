@@ -159,7 +159,7 @@ def diagnose(nvml: Nvml | None = None, *, run_cap_probe: bool = True,
                                                               + (user.error or "")))
     if user.error:
         named = (f" (JAX_PLATFORMS={raw_platforms}: is that backend's jax build installed?)"
-                 if raw_platforms else "")
+                 if raw_platforms and platform != "cpu" else "")
         problems.append(f"jax did not start with your environment{named}: {user.error}")
     if plugins and user.backend == "cpu":
         problems.append("a CUDA plugin is installed and jax started on CPU: the plugin failed "

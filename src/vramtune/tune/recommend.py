@@ -630,5 +630,7 @@ def _nothing_fits(rows: list[TrialResult], limit: int | None, over: Mapping[int,
                                          and (smallest.peak_bytes or 0) > limit):
         return (f"the workload does not fit even at num_envs={smallest.num_envs}: try a larger "
                 f"budget, a smaller --start, smaller networks, or a shorter unroll_length")
-    return ("no size stayed under the line on every run (an ok run can still be over it at "
-            "this headroom); see the why column")
+    if limit is not None and any(r.status is Status.OK for r in rows):
+        return ("no size stayed under the line on every run (an ok run can still be over it "
+                "at this headroom); see the why column")
+    return "no trial finished ok; see the why column"

@@ -483,7 +483,7 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
             continue  # ran alone and has no steps/s to compare: running it again will not help
         fastest = max(measured, key=lambda r: r.steps_per_s or 0.0)
         if best is not None and _clearly_slower(fastest, best, config.objective, config.speed_margin):
-            witness = _witness_below(config, sizes[i + 1:], measured, best, by_size)
+            witness = _witness_below(config, results, sizes[i + 1:], measured, best, by_size)
             if witness is not None:
                 return [witness]
             break
@@ -492,16 +492,20 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
     return remeasure_steps(config, results)
 
 
-def _witness_below(config: SweepConfig, below: Sequence[int], measured: Sequence[TrialResult],
-                   best: TrialResult, by_size: dict[int, list[TrialResult]]) -> Step | None:
+def _witness_below(config: SweepConfig, results: Sequence[TrialResult], below: Sequence[int],
+                   measured: Sequence[TrialResult], best: TrialResult,
+                   by_size: dict[int, list[TrialResult]]) -> Step | None:
     """Throughput: the walk would stop at a size whose one fitting run alone reads more than
     ``DIP_EDGE_RATIO`` below the best above it (undisturbed neighbours differ less), and the
     next size down has no run alone, so no size below could show that run to be a dip. That
     size, run alone, is the witness: reading over ``DIP_RATIO`` times the stopped size's
     rate, it makes the stopped size a dip, which the pick runs again
     (``speed.pick_fastest``); otherwise the walk stops where it did. One trial, only in a
-    sweep whose search trials shared the device."""
+    sweep whose search trials shared the device, and only while a re-measure pair is left
+    (without one, a dip found could not be run again)."""
     if config.objective is not Objective.THROUGHPUT or len(measured) != 1 or not below:
+        return None
+    if not remeasure_left(config, results):
         return None
     rate, top = measured[0].steps_per_s or 0.0, best.steps_per_s or 0.0
     if not (rate > 0 and top > DIP_EDGE_RATIO * rate):

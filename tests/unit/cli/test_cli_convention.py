@@ -170,3 +170,9 @@ def test_verify_refuses_its_flags_before_printing_anything(capsys, tmp_path, bad
     assert app.main(["verify", str(config), "--profile", "quick", *bad]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and err.startswith("vramtune: error: "), err
+
+
+def test_a_bare_command_prints_the_help_and_no_empty_error(capsys) -> None:
+    assert app.main([]) == 2
+    out, err = capsys.readouterr()
+    assert "Usage: vramtune" in out and err == "", err

@@ -48,6 +48,9 @@ def test_nothing_fits_says_what_to_try():
     rec = choose([r(128, None, 1.0, Status.OOM)], GB, 0.1)
     assert rec.chosen is None and "does not fit even at num_envs=128" in rec.notice
     assert choose([], GB, 0.1).notice == "no trials were measured"
+    # nothing finished ok: no word of runs over the line
+    assert choose([r(128, None, 1.0, Status.CRASH)], GB, 0.1).notice == \
+        "no trial finished ok; see the why column"
 
 
 def test_overlapping_ranges_are_called_noise_not_slower():

@@ -101,6 +101,9 @@ def test_a_stop_on_a_drop_past_the_edge_ratio_measures_the_size_below_first():
     steps = alone_steps(cfg, dip, cfg.space())
     assert sorted(s.num_envs for s in steps) == [1024, 1408]
     assert "1024's one run is a dip (256 and 1408 on either side" in steps[0].reason
+    # not once no re-measure pair is left: a dip found could not be run again
+    spent = replace(cfg, speed_remeasure=0)
+    assert alone_steps(spent, dropped, spent.space()) == []
     # not for a size known from two runs, nor for the other objectives
     twice = [*dropped, rec(1024, sps=6_200, purpose=Purpose.ALONE)]
     assert alone_steps(cfg, twice, cfg.space()) == []
