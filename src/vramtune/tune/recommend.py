@@ -551,7 +551,7 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
             if edge in (over or {}):
                 return f"fit once, but {edge} envs is past the boundary"
             return f"fit once, but a run at {edge} envs failed"
-        return "fit once; another run of it failed or went over the line"
+        return "fit once, but another run of it failed or went over the line"
     if r.shared_run:
         return "fits; shared run: its steps/s are not comparable until it runs alone"
     if speed is not None and objective is Objective.THROUGHPUT:

@@ -94,7 +94,7 @@ def test_a_failure_on_repeat_moves_the_boundary_below_that_size():
     rows[3] = TrialResult(**{**rows[3].__dict__, "purpose": Purpose.CONFIRM})
     rec = choose(rows, 2 * GB, 0.1)
     assert rec.chosen is not None and rec.chosen.num_envs == 512
-    assert rec.reasons[1024] == "fit once; another run of it failed or went over the line"
+    assert rec.reasons[1024] == "fit once, but another run of it failed or went over the line"
 
 
 def test_a_larger_size_that_fit_once_is_past_a_smaller_failure():
