@@ -200,6 +200,13 @@ class TrialResult:
         return self.host_peak_data_bytes
 
     @property
+    def line_figure_bytes(self) -> int | None:
+        """The peak held against a line: ``cap_figure_bytes`` where measured, else the plain
+        peak (``peak_bytes``) of records that predate it."""
+        figure = self.cap_figure_bytes
+        return figure if figure is not None else self.peak_bytes
+
+    @property
     def cap_figure_words(self) -> str:
         """'pool' / 'data segment': what ``cap_figure_bytes`` is a peak of; '' when not
         measured (then a peak shown is the plain peak, ``peak_bytes``)."""

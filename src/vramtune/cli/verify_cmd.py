@@ -56,8 +56,7 @@ def verify(
     else:
         console.print(render_trial(result))
         if result.status is Status.OK:
-            peak = (result.cap_figure_bytes if result.cap_figure_bytes is not None
-                    else result.peak_bytes)
+            peak = result.line_figure_bytes
             what = f" {result.cap_figure_words}" if result.cap_figure_words else ""
             console.print(f"[bold green]verified:[/] {escape(str(config))} trained "
                           f"{result.training_steps} training steps under {escape(result.cap or '')}"

@@ -322,11 +322,11 @@ def _nothing_fits(source: Measurements, rec: Recommendation, mem: str) -> str:
         # measured), the highest of the size's runs: one run over the line rules a size out
         smallest = min(r.num_envs for r in measured)
         runs = [r for r in measured if r.num_envs == smallest]
-        top = max(runs, key=_line_figure)
+        top = max(runs, key=lambda r: r.line_figure_bytes or 0)
         what = f"{mem} {top.cap_figure_words}" if top.cap_figure_bytes is not None else mem
         of = f" (the highest of its {len(runs)} runs)" if len(runs) > 1 else ""
         return (f"no measured trial fits under the headroom line, {limit}; the smallest that "
-                f"ran, num_envs={smallest}, peaked at {format_bytes(_line_figure(top))} "
+                f"ran, num_envs={smallest}, peaked at {format_bytes(top.line_figure_bytes)} "
                 f"{what}{of}: measure smaller sizes (vramtune sweep --start N) or use a larger "
                 f"budget")
     failed = [r for r in source.results if r.status in FAILED_BY_MEMORY]
@@ -334,11 +334,6 @@ def _nothing_fits(source: Measurements, rec: Recommendation, mem: str) -> str:
     if failed:
         why = f"every trial ran out of memory or failed ({why})"
     return f"nothing to emit: {why}"
-
-
-def _line_figure(result: TrialResult) -> int:
-    figure = result.cap_figure_bytes if result.cap_figure_bytes is not None else result.peak_bytes
-    return figure or 0
 
 
 def optimisation_change(profile: Profile, chosen: TrialResult) -> str | None:

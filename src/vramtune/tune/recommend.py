@@ -154,7 +154,7 @@ class Recommendation:
         c = self.confirmation
         if c is None:
             return None
-        peak = c.cap_figure_bytes if c.cap_figure_bytes is not None else c.peak_bytes
+        peak = c.line_figure_bytes
         what = c.cap_figure_words
         room = ""  # a CPU's proof is held below its line (its budget here may be another)
         if (self.limit_bytes is not None and c.cap_bytes is not None and not c.is_gpu
@@ -202,7 +202,7 @@ def under_line(result: TrialResult, limit_bytes: int) -> bool | None:
     if result.cap_bytes is not None and result.cap_bytes <= limit_bytes:
         peak = result.peak_bytes  # on GPU an NVML figure can still exceed it: outside the pool
         return peak is None or peak <= limit_bytes or not result.is_gpu
-    figure = result.cap_figure_bytes if result.cap_figure_bytes is not None else result.peak_bytes
+    figure = result.line_figure_bytes
     return None if figure is None else figure <= limit_bytes
 
 
@@ -535,7 +535,7 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
         if proven is None:
             return "peak memory not measured"
         if proven is False:
-            figure = r.cap_figure_bytes if r.cap_figure_bytes is not None else r.peak_bytes
+            figure = r.line_figure_bytes
             # name the figure held against the line: the table's % budget column is the peak
             what = f"{r.cap_figure_words} " if r.cap_figure_bytes is not None else ""
             share = f"{what}{figure / budget:.0%} of budget" if budget and figure else "over the limit"
