@@ -198,8 +198,8 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
     predicted = None
     if budget_bytes is not None and not uncapped and cap is not None and budget_bytes > cap:
         predicted = predict_size(source, budget_bytes, headroom)
-        notices.append(f"the sweep ran with a {budget_label(cap)} cap, below this {label} "
-                       f"budget: sizes that need more than {budget_label(cap)} were never "
+        notices.append(f"the sweep measured under a {budget_label(cap)} budget, below this "
+                       f"{label} one: sizes that need more than {budget_label(cap)} were never "
                        f"tried, so a larger num_envs may fit; run `vramtune sweep --gpu-mem "
                        f"{label}` to measure them")
     total = next((r.gpu_total_bytes for r in source.results if r.gpu_total_bytes), None)
