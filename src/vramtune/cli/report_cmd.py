@@ -19,6 +19,7 @@ from vramtune.tune.recommend import Objective
 from vramtune.units import parse_percent
 from vramtune.views import runs as cmp
 from vramtune.views.configs import cards_markdown, cards_table
+from vramtune.views.plot import plot_format, plot_run
 from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table
 
 
@@ -52,7 +53,8 @@ def report(
     run_dir: Annotated[str, typer.Argument(help="A sweep's run directory (or its results.jsonl).",
                                            show_default=False)],
     format: Annotated[TableFormat, typer.Option("--format", "-f", help="Output format.")] = TableFormat.TABLE,
-    plot: Annotated[Path | None, typer.Option(help="Also write a PNG plot here (needs "
+    plot: Annotated[Path | None, typer.Option(help="Also write a plot here: .png (also "
+                                                   "without a suffix), .pdf or .svg (needs "
                                                    "vramtune\\[plot]).")] = None,
     headroom: Annotated[str | None, typer.Option(help="Override the sweep's headroom, e.g. 15%.")]
     = None,
@@ -66,6 +68,7 @@ def report(
     headroom_fraction = None if headroom is None else parse_percent(headroom, what="--headroom")
     if plot is not None:  # before the work, so a bad path never costs the table
         paths.check_writable_file(plot, "--plot")
+        plot_format(plot)
     run = _load(run_dir)
     h = run.header
     choice = api.choose_in_run(run, headroom=headroom_fraction, objective=objective)
@@ -93,8 +96,6 @@ def report(
         colour = "green" if rec.chosen else "red"
         console.print(f"[bold {colour}]{escape(cmp.recommendation_line(rec, h.budget_bytes))}[/]")
     if plot is not None:  # after the table: a write error (disk full) leaves it printed
-        from vramtune.views.plot import plot_run
-
         written = plot_run(run, rec, plot, budget_bytes=h.budget_bytes,
                            headroom_fraction=headroom_fraction)
         err_console.print(f"plot written to {written}", markup=False)

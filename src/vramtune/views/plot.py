@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vramtune.errors import UserError
+from vramtune.errors import UserError, quoted
 from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult, any_gpu, memory_kind
 from vramtune.results.store import Run
 from vramtune.tune.recommend import Recommendation
@@ -21,6 +21,22 @@ from vramtune.units import format_bytes
 
 MISSING_MATPLOTLIB = ("plotting needs matplotlib, which is not installed: "
                       "pip install 'vramtune[plot]'")
+
+# The formats matplotlib writes with its own backends (Agg, PDF, SVG), with no other library
+PLOT_FORMATS = ("png", "pdf", "svg")
+
+
+def plot_format(path: str | Path) -> str:
+    """The format a plot file's name asks for: its suffix, PNG when it has none; a UserError
+    for any other suffix, so 'p.pdf' is never PNG data under a PDF name."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return "png"
+    if suffix not in PLOT_FORMATS:
+        raise UserError(f"--plot {quoted(str(path))}: a plot is written as "
+                        f"{', '.join('.' + f for f in PLOT_FORMATS)}; '.{suffix[:20]}' is "
+                        "none of them")
+    return suffix
 
 
 def _figure_class() -> Any:
@@ -57,12 +73,14 @@ def _unit(max_bytes: float) -> tuple[str, float]:
 
 def plot_run(run: Run, rec: Recommendation, path: str | Path, *, budget_bytes: int | None,
              headroom_fraction: float) -> Path:
-    """Write a PNG of the sweep to ``path``; UserError if matplotlib is missing."""
+    """Write the sweep's plot to ``path`` in the format its suffix names (PNG without one);
+    UserError if matplotlib is missing."""
+    fmt = plot_format(path)
     fig = sweep_figure(run, rec, budget_bytes=budget_bytes, headroom_fraction=headroom_fraction)
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png")
+        fig.savefig(path, format=fmt)
     except OSError as exc:
         raise UserError(f"cannot write the plot to {path}: {exc.strerror or exc}") from None
     return path

@@ -218,3 +218,23 @@ def test_the_emitted_file_and_table_quote_the_rate_the_report_recommends(tmp_pat
     assert f"| {rate} |" in (run / "configs" / "quick-table.md").read_text()
     assert "#   num_envs=256: ok" in text and "confirming run" in text
     assert "recommended (throughput" not in text.split("#   num_envs=256: ok")[1].split("\n")[0]
+
+
+@pytest.mark.parametrize(("name", "magic"), [("p.pdf", b"%PDF"), ("p.SVG", b"<?xml"),
+                                             ("p", b"\x89PNG")])
+def test_a_plot_is_written_in_the_format_its_name_asks_for(corpus, tmp_path, capsys, name, magic):
+    """'--plot p.pdf' wrote PNG data under a PDF name."""
+    pytest.importorskip("matplotlib")
+    run = _good_run(corpus, tmp_path)
+    assert app.main(["report", str(run), "--plot", str(tmp_path / name)]) == 0
+    assert (tmp_path / name).read_bytes().startswith(magic)
+
+
+def test_a_plot_suffix_no_backend_writes_is_refused_before_the_table(corpus, tmp_path, capsys):
+    run = _good_run(corpus, tmp_path)
+    assert app.main(["report", str(run), "--plot", str(tmp_path / "p.jpg")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # refused before the work
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "'.jpg' is none of them" in err[0], err
+    assert not (tmp_path / "p.jpg").exists()
