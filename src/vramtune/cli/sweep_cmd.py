@@ -234,8 +234,9 @@ def sweep(
     objective: Annotated[Objective | None, typer.Option(
         help="throughput: fastest (default); knee: smallest within 5% of the fastest; "
              "max-envs: most envs.")] = None,
-    out: Annotated[str | None, typer.Option(help="Run directory (default: "
-                                                 "./vramtune-runs/<timestamp>-<profile>).")] = None,
+    out: Annotated[str | None, typer.Option(help="Run directory (default: a new folder "
+                                                 "in ./vramtune-runs/ named <date>-<time>-"
+                                                 "<profile>).")] = None,
     resume: Annotated[str | None, typer.Option(help="Continue the sweep in this run directory; "
                                                     "measured trials are not run again.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Per-trial time limit in seconds.")] = None,
