@@ -159,7 +159,7 @@ def test_budget_beyond_the_sweeps_cap_is_a_notice():
     source = merge_runs([gpu_run()])
     e = choose_for_budget(source, 24 * GB)
     assert e.chosen is not None and e.chosen.num_envs == 8192
-    assert any("12GB cap, below this 24GB budget" in n for n in e.notices)
+    assert any("measured under a 12GB budget, below this 24GB one" in n for n in e.notices)
     assert not any("cap" in n for n in choose_for_budget(source, 12 * GB).notices)
 
 
