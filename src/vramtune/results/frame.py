@@ -18,6 +18,7 @@ per-device lists, stay on it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Iterable
 from enum import StrEnum
@@ -107,7 +108,8 @@ def _frame(pairs: Iterable[tuple[Run | None, TrialResult]]) -> pd.DataFrame:
     return frame
 
 
-def one_per_size(results: Iterable[TrialResult]) -> tuple[TrialResult, ...]:
+def one_per_size(results: Iterable[TrialResult], *,
+                 every_failure: bool = False) -> tuple[TrialResult, ...]:
     """One record per num_envs, sorted by num_envs: the rule emit-config and compare share.
 
     A resumed sweep, its repeats at the edge and its confirming run, or several runs merged,
@@ -123,34 +125,30 @@ def one_per_size(results: Iterable[TrialResult]) -> tuple[TrialResult, ...]:
        repeats differ by a few percent, and a budget must hold the larger.
     3. A size with no ok record: its last failure.
 
+    ``every_failure``: rule 1 for any failure, for records already chosen for one budget
+    (``for_budget``), where a failure under a smaller cap than an ok record's is a run at
+    this budget's line or below it, and so speaks for it.
+
     ``bench`` does not use this: it keeps every repeat, for its statistics.
     """
     by_size: dict[int, list[TrialResult]] = {}
     for r in results:
         by_size.setdefault(r.num_envs, []).append(r)
-    return tuple(_pick(by_size[n]) for n in sorted(by_size))
+    return tuple(_pick(by_size[n], every_failure) for n in sorted(by_size))
 
 
-def counted_records(results: Iterable[TrialResult]) -> tuple[TrialResult, ...]:
-    """Every record that speaks for its size, in order: all of them but the failures
-    ``one_per_size`` passes over (a failure under a smaller cap than every ok record of its
-    size says nothing about the budgets those ok records proved).
-
-    What ``recommend.choose`` takes when several runs are merged: it needs every run of a
-    size, not one, to rank on the search trials (a confirming run's steps/s must not change
-    the pick it was run to prove) and to find the confirmation that proved the pick.
-    """
-    items = list(results)
-    by_size: dict[int, list[TrialResult]] = {}
-    for r in items:
-        by_size.setdefault(r.num_envs, []).append(r)
-    least: dict[int, float] = {}
-    for n, records in by_size.items():
-        ok = [_memory_had(r) for r in records if r.status is Status.OK]
-        if ok:
-            least[n] = min(ok)
-    return tuple(r for r in items if r.status is Status.OK or r.num_envs not in least
-                 or _memory_had(r) >= least[r.num_envs])
+def for_budget(results: Iterable[TrialResult],
+               budget_bytes: int | None) -> tuple[TrialResult, ...]:
+    """Every record that can speak for ``budget_bytes`` (None: no limit), in order: all but
+    the failures of sweeps run under a smaller budget. A size that ran out of memory in a
+    1.02GB sweep may fit 1.1GB, which the 1.1GB sweep's own runs tell; read as a boundary,
+    that failure ruled out every larger size the 1.1GB sweep proved. Every failure kept
+    speaks for this budget (``recommend.choose`` takes them all, as the sweep did): a failure
+    under a larger budget rules its size out of a smaller one, and within one sweep every
+    record carries its budget, so a proof held below the line and the trials a step-down
+    runs under that proof's lower cap still count."""
+    return tuple(r for r in results if r.status is Status.OK or r.budget_bytes is None
+                 or (budget_bytes is not None and r.budget_bytes >= budget_bytes))
 
 
 def _memory_had(r: TrialResult) -> float:
@@ -166,11 +164,11 @@ def _memory_had(r: TrialResult) -> float:
     return float("inf") if held is None else held
 
 
-def _pick(records: list[TrialResult]) -> TrialResult:
+def _pick(records: list[TrialResult], every_failure: bool = False) -> TrialResult:
     ok = [r for r in records if r.status is Status.OK]
     if not ok:
         return records[-1]
-    least = min(_memory_had(r) for r in ok)
+    least = -math.inf if every_failure else min(_memory_had(r) for r in ok)
     counted = [r for r in records if r.status is not Status.OK and _memory_had(r) >= least]
     if counted:
         return counted[-1]

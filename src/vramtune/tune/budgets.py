@@ -21,7 +21,7 @@ from vramtune.records import (
     any_gpu,
     memory_kind,
 )
-from vramtune.results.frame import counted_records, one_per_size
+from vramtune.results.frame import for_budget, one_per_size
 from vramtune.results.store import Run
 from vramtune.tune import model as mm
 from vramtune.tune.planner import (
@@ -108,6 +108,9 @@ class Emission:
     # a budget above the sweep's cap: the size the memory model expects to fit, never
     # written into a file, only shown as "predicted, not measured" with the command to run
     predicted: PredictedSize | None = None
+    # one record per num_envs as this budget sees them (``results.frame.for_budget``): the
+    # failures of merged sweeps under a smaller budget are not among them
+    sizes: tuple[TrialResult, ...] = ()
 
     @property
     def chosen(self) -> TrialResult | None:
@@ -186,9 +189,11 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
         uncapped, cap = _largest_cap(source)
         budget_bytes = None if uncapped else cap
     # Every record, not one per size: the ranking must use the search trials (as the sweep
-    # did), and a size is proven only by all of its runs.
-    rec = choose(counted_records(source.every_result) or source.results, budget_bytes,
-                 headroom, objective, margin=source.speed_margin)
+    # did), and a size is proven only by all of its runs. Of merged sweeps, a failure under
+    # a smaller budget says nothing about this one.
+    every = for_budget(source.every_result or source.results, budget_bytes)
+    sizes = one_per_size(every, every_failure=True)
+    rec = choose(every, budget_bytes, headroom, objective, margin=source.speed_margin)
     notices: list[str] = []
     label = budget_label(budget_bytes)
     mem = source.memory_label
@@ -210,14 +215,14 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
     error = None
     change = None
     if chosen is None:
-        error = _nothing_fits(source, rec, mem)
+        error = _nothing_fits(sizes, rec, mem)
     else:
         bad = violations(chosen.num_envs, chosen.batch_size or 0, chosen.num_minibatches or 0,
                          chosen.device_count or 1)
         if bad:  # the runner never launches these; a hand-edited results file could hold one
             raise UserError(f"the measured trial at num_envs={chosen.num_envs} breaks "
                             f"{bad[0].rule}: the results file is damaged or edited")
-        larger = [r for r in source.results if r.num_envs > chosen.num_envs]
+        larger = [r for r in source.results if r.num_envs > chosen.num_envs]  # tried at all
         if not larger:
             notices.append(f"num_envs={chosen.num_envs} is the largest size measured and it "
                            f"fits: larger sizes were never tried; a sweep with a higher "
@@ -229,7 +234,7 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
         change = optimisation_change(source.profile, chosen)
         rec = replace(rec, confirmation=confirmation_for(source, chosen.num_envs,
                                                           rec.limit_bytes))
-    return Emission(budget_bytes, headroom, rec, tuple(notices), error, change, predicted)
+    return Emission(budget_bytes, headroom, rec, tuple(notices), error, change, predicted, sizes)
 
 
 PREDICT_SPAN = 8  # look up to 8x the largest size measured (and the profile's maximum)
@@ -314,8 +319,8 @@ def confirmation_for(source: Measurements, num_envs: int,
     return None
 
 
-def _nothing_fits(source: Measurements, rec: Recommendation, mem: str) -> str:
-    measured = [r for r in source.results if r.status is Status.OK and r.peak_bytes is not None]
+def _nothing_fits(sizes: Sequence[TrialResult], rec: Recommendation, mem: str) -> str:
+    measured = [r for r in sizes if r.status is Status.OK and r.peak_bytes is not None]
     limit = both_units(rec.limit_bytes) if rec.limit_bytes is not None else "the budget"
     if measured:
         # the figure the line is held against (under_line: the data segment / pool where
@@ -329,7 +334,7 @@ def _nothing_fits(source: Measurements, rec: Recommendation, mem: str) -> str:
                 f"ran, num_envs={smallest}, peaked at {format_bytes(top.line_figure_bytes)} "
                 f"{what}{of}: measure smaller sizes (vramtune sweep --start N) or use a larger "
                 f"budget")
-    failed = [r for r in source.results if r.status in FAILED_BY_MEMORY]
+    failed = [r for r in sizes if r.status in FAILED_BY_MEMORY]
     why = rec.notice or "no trial finished ok"
     if failed:
         why = f"every trial ran out of memory or failed ({why})"

@@ -238,7 +238,8 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     # larger size is past the boundary too, whatever it did once.
     # So does a size whose own trial left less room than the search keeps (short_of_room).
     short = short_of_room(rows, limit)
-    over = {**short, **over_failed_proof(rows, limit)}
+    after_proof = over_failed_proof(rows, limit)
+    over = {**short, **after_proof}
     shorts = _short_reasons(rows, limit, short, over)
     edge = boundary_edge(rows, limit, over)
     # A proof run (repeat or confirmation) that ended in an error proves nothing: its size
@@ -300,7 +301,7 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
         if r.shared_run and r.num_envs in alone and r.status is Status.OK:
             continue  # the size's run alone speaks for it
         reason = _reason(r, chosen, limit, best, objective, budget_bytes, edge, speed, over,
-                         shorts)
+                         shorts, after_proof)
         previous = reasons.get(r.num_envs)
         if previous is None or not (previous.startswith("recommended")
                                     or previous.startswith("fit once")):
@@ -516,7 +517,8 @@ def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
 def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best: float | None,
             objective: Objective, budget: int | None, edge: int | None = None,
             speed: SpeedPick | None = None, over: Mapping[int, int] | None = None,
-            shorts: Mapping[int, str] | None = None) -> str:
+            shorts: Mapping[int, str] | None = None,
+            after_proof: Mapping[int, int] | None = None) -> str:
     if chosen is not None and r is chosen:
         if objective is Objective.THROUGHPUT and speed is not None:
             return speed_words(speed, r.num_envs) or f"recommended ({objective})"
@@ -541,7 +543,7 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
             share = f"{what}{figure / budget:.0%} of budget" if budget and figure else "over the limit"
             return f"over headroom ({share})"
     if edge is not None and r.num_envs >= edge:
-        cap = (over or {}).get(r.num_envs)
+        cap = (after_proof or {}).get(r.num_envs)  # a failed proof's cap, not the search's line
         if r.num_envs in (shorts or {}):
             return (shorts or {})[r.num_envs]
         if cap is not None and r.purpose not in PROOF_RUNS:
@@ -606,11 +608,12 @@ def _short_reasons(rows: list[TrialResult], limit: int | None, short: Mapping[in
         if (r.num_envs in short and r.purpose is Purpose.SEARCH and r.status is Status.OK
                 and figure is not None):
             top[r.num_envs] = max(top.get(r.num_envs, 0), figure)
-    return {n: (f"short of room (fit its trial {format_bytes(max(0, limit - top[n]))} under "
+    return {n: (f"short of room (fit its trial {format_bytes(limit - top[n])} under "
                 f"the line, less than the {format_bytes(limit - line)} the search keeps for "
                 f"another run's jitter: a proof there, a second run, fails up to one time "
                 f"in two)")
-            for n, line in short.items() if n in top and over.get(n) == line}
+            for n, line in short.items()
+            if n in top and over.get(n) == line and top[n] < limit}  # else: over the line
 
 
 def _nothing_fits(rows: list[TrialResult], limit: int | None, over: Mapping[int, int]) -> str:

@@ -116,7 +116,7 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
     lines.append(confirmed if confirmed else
                  f"not confirmed by a long run: `vramtune verify THIS_FILE{budget_flag}` trains "
                  f"it 100 training steps under the same cap before you commit days to it")
-    for r in source.results:
+    for r in emission.sizes or source.results:
         if r is not chosen:
             lines.append(f"  num_envs={r.num_envs}: {r.status}, peak {format_bytes(r.peak_bytes)}, "
                          f"{fmt.rate(r.steps_per_s)} steps/s: "

@@ -88,3 +88,46 @@ def test_nothing_fits_quotes_the_figure_held_against_the_line():
     e = choose_for_budget(measurements(runs), line, headroom_fraction=0.0)
     assert e.chosen is None and e.error is not None
     assert "num_envs=256, peaked at 900.00 MiB host RAM data segment" in e.error, e.error
+
+
+def _at(r: TrialResult, budget: int, **kw) -> TrialResult:
+    from dataclasses import replace
+    return replace(r, budget_bytes=budget, cap_bytes=int(budget * 0.9), **kw)
+
+
+def test_a_failure_in_a_smaller_budgets_sweep_does_not_rule_out_a_larger_budget():
+    """Two folders merged, 1.02GB and 1.1GB: an out-of-memory at 32 in the smaller sweep ruled
+    out every size the larger one proved, and 1.1GB got 16 envs where 128 fitted."""
+    from vramtune.records import Purpose
+    small, large = int(1.02e9), int(1.1e9)
+    runs = [_at(rec(16, 820), small), _at(rec(32, status=Status.OOM), small),
+            _at(rec(16, 820), large), _at(rec(32, 830), large), _at(rec(64, 850), large),
+            _at(rec(128, 880), large), _at(rec(128, 885), large, purpose=Purpose.CONFIRM)]
+    source = measurements(runs)
+    at_large = choose_for_budget(source, large, headroom_fraction=0.1)
+    assert at_large.chosen is not None and at_large.chosen.num_envs == 128
+    assert [r.status for r in at_large.sizes if r.num_envs == 32] == [Status.OK]
+    # the smaller budget still counts its own failure, and the larger budget's runs above it
+    at_small = choose_for_budget(source, small, headroom_fraction=0.1)
+    assert at_small.chosen is not None and at_small.chosen.num_envs == 16
+    assert [r.status for r in at_small.sizes if r.num_envs == 32] == [Status.OOM]
+
+
+def test_a_failure_under_a_larger_budget_rules_the_size_out_of_a_smaller_one():
+    small, large = int(1.02e9), int(1.1e9)
+    runs = [_at(rec(16, 820), small), _at(rec(32, 830), small),
+            _at(rec(64, status=Status.OOM), large)]
+    at_small = choose_for_budget(measurements(runs), small, headroom_fraction=0.1)
+    assert at_small.recommendation.reasons[64] == "out of memory"
+    assert at_small.chosen is not None and at_small.chosen.num_envs < 64
+
+
+def test_the_recorded_merged_folders_pick_what_the_larger_sweep_proved():
+    """benchmarks/results/speed-pick/runs: two 1.02GB and two 1.1GB sweeps of one workload."""
+    root = Path(__file__).parents[3] / "benchmarks/results/speed-pick/runs"
+    source = merge_runs([load_run(d) for d in sorted(root.iterdir())])
+    at_large = choose_for_budget(source, int(1.1e9))
+    assert at_large.chosen is not None and at_large.chosen.num_envs == 128
+    assert at_large.recommendation.confirmation is not None  # the 1.1GB sweep's own proof
+    at_small = choose_for_budget(source, int(1.02e9))
+    assert at_small.chosen is not None and at_small.chosen.num_envs == 16
