@@ -110,7 +110,8 @@ def _frame(pairs: Iterable[tuple[Run | None, TrialResult]]) -> pd.DataFrame:
 
 def one_per_size(results: Iterable[TrialResult], *,
                  every_failure: bool = False) -> tuple[TrialResult, ...]:
-    """One record per num_envs, sorted by num_envs: the rule emit-config and compare share.
+    """One record per num_envs, sorted by num_envs: the rule compare and merged runs' tables
+    share.
 
     A resumed sweep, its repeats at the edge and its confirming run, or several runs merged,
     hold one size more than once. Among the records of one size:
@@ -125,9 +126,8 @@ def one_per_size(results: Iterable[TrialResult], *,
        repeats differ by a few percent, and a budget must hold the larger.
     3. A size with no ok record: its last failure.
 
-    ``every_failure``: rule 1 for any failure, for records already chosen for one budget
-    (``for_budget``), where a failure under a smaller cap than an ok record's is a run at
-    this budget's line or below it, and so speaks for it.
+    ``every_failure``: rule 1 for any failure, for records already sorted for one budget
+    (``tune.budgets.speaking_for``: each failure left speaks for it, whatever its cap).
 
     ``bench`` does not use this: it keeps every repeat, for its statistics.
     """
@@ -135,20 +135,6 @@ def one_per_size(results: Iterable[TrialResult], *,
     for r in results:
         by_size.setdefault(r.num_envs, []).append(r)
     return tuple(_pick(by_size[n], every_failure) for n in sorted(by_size))
-
-
-def for_budget(results: Iterable[TrialResult],
-               budget_bytes: int | None) -> tuple[TrialResult, ...]:
-    """Every record that can speak for ``budget_bytes`` (None: no limit), in order: all but
-    the failures of sweeps run under a smaller budget. A size that ran out of memory in a
-    1.02GB sweep may fit 1.1GB, which the 1.1GB sweep's own runs tell; read as a boundary,
-    that failure ruled out every larger size the 1.1GB sweep proved. Every failure kept
-    speaks for this budget (``recommend.choose`` takes them all, as the sweep did): a failure
-    under a larger budget rules its size out of a smaller one, and within one sweep every
-    record carries its budget, so a proof held below the line and the trials a step-down
-    runs under that proof's lower cap still count."""
-    return tuple(r for r in results if r.status is Status.OK or r.budget_bytes is None
-                 or (budget_bytes is not None and r.budget_bytes >= budget_bytes))
 
 
 def _memory_had(r: TrialResult) -> float:

@@ -21,7 +21,7 @@ from vramtune.records import (
     any_gpu,
     memory_kind,
 )
-from vramtune.results.frame import for_budget, one_per_size
+from vramtune.results.frame import one_per_size
 from vramtune.results.store import Run
 from vramtune.tune import model as mm
 from vramtune.tune.planner import (
@@ -31,7 +31,7 @@ from vramtune.tune.planner import (
     model_figure_bytes,
     uses_pool,
 )
-from vramtune.tune.recommend import Recommendation, choose, fits
+from vramtune.tune.recommend import PROOF_RUNS, Recommendation, choose, fits, proof_room_bytes
 from vramtune.tune.speed import DEFAULT_MARGIN
 from vramtune.units import both_units, budget_label, format_bytes, headroom_limit_bytes
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
@@ -174,9 +174,34 @@ def _common_objective(runs: Sequence[Run]) -> Objective | None:
     return named.pop() if len(named) == 1 else None
 
 
+def speaking_for(results: Sequence[TrialResult], budget_bytes: int | None,
+                 limit_bytes: int | None) -> tuple[TrialResult, ...]:
+    """The records that speak for one budget, in order: every ok run, every failure of a
+    sweep at this budget (as the sweep counted them) or uncapped, and a failure of another
+    sweep only where it ran with as much memory as this budget's line gives: a search trial
+    at the line or above, a proof run (held below its own line) closer to this line than a
+    proof here would be held. A size that ran out of memory in a 1.02GB sweep may fit 1.1GB,
+    which the 1.1GB sweep's runs tell; read as a boundary there, that failure ruled out every
+    size above it."""
+    rows = list(results)
+
+    def speaks(r: TrialResult) -> bool:
+        if r.status is Status.OK or r.budget_bytes is None or r.budget_bytes == budget_bytes:
+            return True
+        if limit_bytes is None:  # no limit here: a capped failure says nothing of it
+            return False
+        held = r.cap_bytes if r.cap_bytes is not None else r.budget_bytes
+        room = proof_room_bytes(rows, limit_bytes, r.num_envs) if r.purpose in PROOF_RUNS else 0
+        return held >= limit_bytes - room
+
+    return tuple(r for r in rows if speaks(r))
+
+
 def _largest_cap(source: Measurements) -> tuple[bool, int | None]:
     """(any trial ran uncapped, the largest cap any trial ran under)."""
-    caps = [r.budget_bytes for r in source.results] or list(source.sweep_budget_bytes)
+    # every run, not one per size: a size kept from a smaller sweep hides a larger one
+    caps = [r.budget_bytes for r in source.every_result or source.results] or list(
+        source.sweep_budget_bytes)
     return any(c is None for c in caps), max((c for c in caps if c is not None), default=None)
 
 
@@ -191,7 +216,8 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
     # Every record, not one per size: the ranking must use the search trials (as the sweep
     # did), and a size is proven only by all of its runs. Of merged sweeps, a failure under
     # a smaller budget says nothing about this one.
-    every = for_budget(source.every_result or source.results, budget_bytes)
+    every = speaking_for(source.every_result or source.results, budget_bytes,
+                         headroom_limit_bytes(budget_bytes, headroom))
     sizes = one_per_size(every, every_failure=True)
     rec = choose(every, budget_bytes, headroom, objective, margin=source.speed_margin)
     notices: list[str] = []
@@ -215,7 +241,7 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
     error = None
     change = None
     if chosen is None:
-        error = _nothing_fits(sizes, rec, mem)
+        error = _nothing_fits(sizes, every, rec, mem)
     else:
         bad = violations(chosen.num_envs, chosen.batch_size or 0, chosen.num_minibatches or 0,
                          chosen.device_count or 1)
@@ -319,26 +345,29 @@ def confirmation_for(source: Measurements, num_envs: int,
     return None
 
 
-def _nothing_fits(sizes: Sequence[TrialResult], rec: Recommendation, mem: str) -> str:
-    measured = [r for r in sizes if r.status is Status.OK and r.peak_bytes is not None]
+def _nothing_fits(sizes: Sequence[TrialResult], every: Sequence[TrialResult],
+                  rec: Recommendation, mem: str) -> str:
+    """Why no size fits: the smallest size's peak where it ran ok over the line, else the
+    recommender's own words (a failed proof, a failure below every ok size)."""
     limit = both_units(rec.limit_bytes) if rec.limit_bytes is not None else "the budget"
-    if measured:
+    first = sizes[0] if sizes else None
+    if first is not None and first.status is Status.OK and first.peak_bytes is not None and (
+            rec.limit_bytes is None or (first.line_figure_bytes or 0) > rec.limit_bytes):
         # the figure the line is held against (under_line: the data segment / pool where
         # measured), the highest of the size's runs: one run over the line rules a size out
-        smallest = min(r.num_envs for r in measured)
-        runs = [r for r in measured if r.num_envs == smallest]
+        runs = [r for r in every if r.num_envs == first.num_envs and r.status is Status.OK
+                and r.peak_bytes is not None]
         top = max(runs, key=lambda r: r.line_figure_bytes or 0)
         what = f"{mem} {top.cap_figure_words}" if top.cap_figure_bytes is not None else mem
         of = f" (the highest of its {len(runs)} runs)" if len(runs) > 1 else ""
         return (f"no measured trial fits under the headroom line, {limit}; the smallest that "
-                f"ran, num_envs={smallest}, peaked at {format_bytes(top.line_figure_bytes)} "
-                f"{what}{of}: measure smaller sizes (vramtune sweep --start N) or use a larger "
-                f"budget")
-    failed = [r for r in sizes if r.status in FAILED_BY_MEMORY]
+                f"ran, num_envs={first.num_envs}, peaked at "
+                f"{format_bytes(top.line_figure_bytes)} {what}{of}: measure smaller sizes "
+                f"(vramtune sweep --start N) or use a larger budget")
     why = rec.notice or "no trial finished ok"
-    if failed:
+    if sizes and all(r.status in FAILED_BY_MEMORY for r in sizes):
         why = f"every trial ran out of memory or failed ({why})"
-    return f"nothing to emit: {why}"
+    return f"nothing to emit under the headroom line, {limit}: {why}"
 
 
 def optimisation_change(profile: Profile, chosen: TrialResult) -> str | None:

@@ -437,6 +437,26 @@ def short_of_room(results: Iterable[TrialResult], limit_bytes: int | None) -> di
     judged = {r.num_envs for r in rows if r.purpose in PROOF_RUNS}
     top = max((r.num_envs for r in rows if r.purpose in PROOF_RUNS and r.status is Status.OK
                and under_line(r, limit_bytes) is True), default=0)
+    trials, space = _jitter_space(rows, limit_bytes)
+    return {n: int(line) for n, line in search.short_of_room(trials, space).items()
+            if n not in judged and n > top}
+
+
+def proof_room_bytes(results: Iterable[TrialResult], limit_bytes: int, num_envs: int) -> int:
+    """How far below ``limit_bytes`` a proof run of ``num_envs`` would be held, from the
+    records' search trials (``search.proof_room_bytes``, as the sweep holds its proofs); 0
+    on a GPU's figures, which do not jitter, or where nothing says how much."""
+    rows = list(results)
+    if any(r.is_gpu for r in rows):
+        return 0
+    room = search.proof_room_bytes(*_jitter_space(rows, limit_bytes), num_envs)
+    return 0 if room is None or not room > 0 else min(int(room), limit_bytes // 2)
+
+
+def _jitter_space(rows: Sequence[TrialResult],
+                  limit_bytes: int) -> tuple[list[search.Trial], search.Space]:
+    """The search's view of the records' ok search trials, and a space at ``limit_bytes``
+    that resolves their jitter: what ``short_of_room`` and ``proof_room_bytes`` read."""
     trials = []
     shapes: dict[int, tuple[int, int, int]] = {}  # the model may need them (a rollout term)
     for r in rows:
@@ -449,8 +469,7 @@ def short_of_room(results: Iterable[TrialResult], limit_bytes: int | None) -> di
                                        shape if None not in shape else None))  # type: ignore[arg-type]
     space = search.Space((), float(limit_bytes), resolve_sd=search.RESOLVE_SD,
                          shape_of=shapes.get)
-    return {n: int(line) for n, line in search.short_of_room(trials, space).items()
-            if n not in judged and n > top}
+    return trials, space
 
 
 def ruled_out(results: Iterable[TrialResult], limit_bytes: int | None) -> dict[int, int]:
@@ -514,6 +533,14 @@ def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
     return f"{verdict}: {words}"
 
 
+def failure_words(r: TrialResult) -> str:
+    """What a run that did not end ok ran into, in words ('out of memory')."""
+    if r.status is Status.CRASH and r.error_type:
+        return f"crashed ({r.error_type})"
+    return {Status.OOM: "out of memory", Status.TIMEOUT: "timed out", Status.CRASH: "crashed",
+            Status.INVALID: "invalid batch settings", Status.ERROR: "error"}.get(r.status, "")
+
+
 def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best: float | None,
             objective: Objective, budget: int | None, edge: int | None = None,
             speed: SpeedPick | None = None, over: Mapping[int, int] | None = None,
@@ -525,11 +552,8 @@ def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best:
         return f"recommended ({objective})"
     if chosen is not None and r.num_envs == chosen.num_envs and r.status is Status.OK:
         return f"same size as the recommended row ({r.purpose})"
-    if r.status is Status.CRASH and r.error_type:
-        return f"crashed ({r.error_type})"
     if r.status is not Status.OK:
-        return {Status.OOM: "out of memory", Status.TIMEOUT: "timed out", Status.CRASH: "crashed",
-                Status.INVALID: "invalid batch settings", Status.ERROR: "error"}[r.status]
+        return failure_words(r)
     if r.steps_per_s is None:
         return "no throughput measured"
     if limit is not None:

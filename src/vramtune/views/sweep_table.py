@@ -14,7 +14,7 @@ import pandas as pd
 from vramtune import fmt
 from vramtune.records import Purpose, Status, TrialResult, any_gpu
 from vramtune.results.frame import to_python, trials_frame
-from vramtune.tune.recommend import Recommendation
+from vramtune.tune.recommend import Recommendation, failure_words
 from vramtune.units import format_bytes
 from vramtune.views.tables import Column, Table
 
@@ -93,6 +93,8 @@ def row_reason(r: TrialResult, rec: Recommendation) -> str:
         return aside
     if rec.chosen is not None and r is not rec.chosen and r.num_envs == rec.chosen.num_envs:
         return "same size as the recommended row"
+    if r.status is not Status.OK:  # its own failure: the size's reason may be another run's
+        return failure_words(r)
     return rec.reasons.get(r.num_envs, "")
 
 

@@ -12,7 +12,6 @@ import pytest
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.frame import (
     COLUMNS,
-    for_budget,
     one_per_size,
     runs_frame,
     to_python,
@@ -114,25 +113,13 @@ def test_an_uncapped_failure_counts_against_every_capped_ok():
                         )[0].status is Status.OK
 
 
-def test_for_a_budget_only_failures_under_a_smaller_budget_are_passed_over():
-    small_oom = trial(32, None, None, status=Status.OOM, budget=GB)
-    large_oom = trial(64, None, None, status=Status.OOM, budget=2 * GB)
-    uncapped_crash = trial(128, None, None, status=Status.CRASH, budget=None)
-    ok = trial(16, budget=GB)
-    every = [ok, small_oom, large_oom, uncapped_crash]
-    assert for_budget(every, GB) == tuple(every)
-    assert for_budget(every, 2 * GB) == (ok, large_oom, uncapped_crash)
-    assert for_budget(every, 3 * GB) == (ok, uncapped_crash)
-    assert for_budget(every, None) == (ok, uncapped_crash)  # no limit: only uncapped failures
-
-
-def test_for_one_budget_every_failure_stands_for_its_size():
-    """A failure under a smaller cap than an ok record's passes over only while budgets are
-    mixed; among one budget's records (``for_budget``) it ran at that line or below it."""
+def test_every_failure_stands_for_its_size_when_asked():
+    """A failure under a smaller cap than an ok record's passes over by default (budgets
+    mixed); among records already sorted for one budget every failure speaks."""
     at_line = replace(trial(32, None, None, status=Status.OOM), cap_bytes=int(0.9 * GB))
     larger_cap = replace(trial(32, 800 * MiB, budget=int(1.1 * GB)), cap_bytes=int(0.99 * GB))
     assert one_per_size([at_line, larger_cap]) == (larger_cap,)
-    assert one_per_size(for_budget([at_line, larger_cap], GB), every_failure=True) == (at_line,)
+    assert one_per_size([at_line, larger_cap], every_failure=True) == (at_line,)
 
 
 def test_among_ok_repeats_the_highest_peak_stands_later_on_a_tie():
@@ -188,7 +175,6 @@ def test_a_proof_held_below_the_line_that_failed_stands_for_its_size():
     proof = replace(trial(832, None, None, status=Status.OOM), cap_bytes=line - 30_000_000,
                     purpose=Purpose.CONFIRM)
     assert one_per_size([searched, proof]) == (proof,)
-    assert for_budget([searched, proof], GB) == (searched, proof)
     # a proof from a smaller budget still says nothing about a larger one's trials
     large = replace(trial(832, 880 * MiB, budget=2 * GB), cap_bytes=int(1.8 * GB))
     assert one_per_size([proof, large]) == (large,)

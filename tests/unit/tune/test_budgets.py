@@ -6,7 +6,13 @@ from pathlib import Path
 
 from vramtune.records import Status, TrialResult
 from vramtune.results.store import load_run
-from vramtune.tune.budgets import Measurements, choose_for_budget, merge_runs, predict_size
+from vramtune.tune.budgets import (
+    Measurements,
+    choose_for_budget,
+    merge_runs,
+    predict_size,
+    speaking_for,
+)
 from vramtune.workload.profile import load_profile
 
 MiB = 2**20
@@ -131,3 +137,93 @@ def test_the_recorded_merged_folders_pick_what_the_larger_sweep_proved():
     assert at_large.recommendation.confirmation is not None  # the 1.1GB sweep's own proof
     at_small = choose_for_budget(source, int(1.02e9))
     assert at_small.chosen is not None and at_small.chosen.num_envs == 16
+
+
+def test_which_failures_of_other_sweeps_speak_for_a_budget():
+    from dataclasses import replace
+
+    from vramtune.records import Purpose
+    from vramtune.tune.recommend import proof_room_bytes
+    small, large = int(1.02e9), int(1.1e9)
+    line = int(0.9 * large)  # 990 MB
+    searched = [_at(rec(n, 800 + n // 4), large) for n in (16, 32, 64, 128, 256)]
+    room = proof_room_bytes(searched, line, 32)
+    assert room > 0  # CPU peaks jitter: a proof here would be held below the line
+    search_oom = _at(rec(64, status=Status.OOM), small)  # at its own 918 MB line
+    near = replace(_at(rec(32, status=Status.OOM), small, purpose=Purpose.CONFIRM),
+                   cap_bytes=line - room // 2)
+    far = replace(near, cap_bytes=line - 2 * room)
+    above = replace(search_oom, cap_bytes=line)  # e.g. a sweep at another headroom
+    same = replace(_at(rec(128, status=Status.OOM), large), cap_bytes=int(0.5e9))  # step-down
+    uncapped = replace(rec(256, status=Status.CRASH), budget_bytes=None, cap_bytes=None)
+    every = [*searched, search_oom, near, far, above, same, uncapped]
+    kept = speaking_for(every, large, line)
+    assert kept == (*searched, near, above, same, uncapped)
+    # no limit: only an uncapped failure says anything about it
+    assert speaking_for(every, None, None) == (*searched, uncapped)
+
+
+def test_a_gpu_failure_speaks_only_at_or_above_the_line():
+    from dataclasses import replace
+
+    from vramtune.records import Purpose
+    gb = 10**9
+    ok = replace(rec(1024, 900), backend="gpu", gpu_name="H100", budget_bytes=12 * gb,
+                 cap_bytes=12 * gb, jax_peak_pool_bytes=5 * gb)
+    proof = replace(ok, num_envs=2048, status=Status.OOM, purpose=Purpose.CONFIRM,
+                    budget_bytes=8 * gb, cap_bytes=8 * gb - 1, jax_peak_pool_bytes=None)
+    assert speaking_for([ok, proof], 12 * gb, 8 * gb) == (ok,)
+    assert speaking_for([ok, proof], 12 * gb, 7 * gb) == (ok, proof)
+
+
+def test_a_headroom_override_keeps_a_failure_at_the_new_line():
+    """1.08GB at 15% is a 918 MB line: a 1.02GB sweep's confirmation that ran out of memory
+    under 918 MB speaks for it, as it does for 1.02GB at 10%."""
+    root = Path(__file__).parents[3] / "benchmarks/results/speed-pick/runs"
+    source = merge_runs([load_run(d) for d in sorted(root.iterdir())])
+    a = choose_for_budget(source, int(1.08e9), headroom_fraction=0.15)
+    b = choose_for_budget(source, int(1.02e9), headroom_fraction=0.10)
+    assert a.chosen is not None and b.chosen is not None
+    assert a.chosen.num_envs == b.chosen.num_envs == 16
+
+
+def test_nothing_fits_names_the_failure_not_a_larger_ok_size():
+    """Every size below the ok ones failed a proof: the refusal says that, not that the
+    smallest size that ran was one of the ok ones."""
+    from vramtune.records import Purpose
+    budget = int(1.1e9)
+    runs = [_at(rec(32, 800), budget), _at(rec(32, status=Status.OOM), budget,
+                                          purpose=Purpose.CONFIRM),
+            _at(rec(256, 1100), budget)]
+    e = choose_for_budget(measurements(runs), budget, headroom_fraction=0.1)
+    assert e.chosen is None and e.error is not None
+    assert "num_envs=256" not in e.error and "32 envs" in e.error, e.error
+    assert "every trial ran out of memory" not in e.error
+
+
+def test_the_largest_budget_is_read_from_every_run_not_one_per_size():
+    """A 2GB and a 1GB sweep of the same sizes, the 1GB run with the higher peak: one per
+    size keeps the 1GB records, and 1.5GB read as 'above the sweep's budget'."""
+    one, two = int(1e9), int(2e9)
+    runs = [_at(rec(n, 700 + n // 8), two) for n in (128, 256)]
+    runs += [_at(rec(n, 710 + n // 8), one) for n in (128, 256)]
+    e = choose_for_budget(measurements(runs), int(1.5e9), headroom_fraction=0.1)
+    assert not any("measured under a" in n for n in e.notices), e.notices
+
+
+def test_reasons_name_only_a_failed_proofs_cap_and_never_zero_room():
+    """speed-pick at 1.02GB: 256's old RSS-only trial fitted while its newer trial's data
+    segment went over the line; its reason read 'short of room (fit its trial 0 B under the
+    line ...)', then the search's line as 'the cap a proof run ran out of memory under'."""
+    from vramtune.records import Purpose
+    from vramtune.units import format_bytes
+    root = Path(__file__).parents[3] / "benchmarks/results/speed-pick/runs"
+    source = merge_runs([load_run(d) for d in sorted(root.iterdir())])
+    e = choose_for_budget(source, int(1.02e9))
+    caps = {format_bytes(r.cap_bytes) for r in e.sizes if r.purpose is not Purpose.SEARCH
+            and r.status is Status.OOM and r.cap_bytes is not None}
+    for reason in e.recommendation.reasons.values():
+        assert " 0 B under" not in reason, reason
+        if "the cap a proof run ran out of memory under" in reason:
+            assert any(f"above {cap}," in reason for cap in caps), (reason, caps)
+    assert e.recommendation.reasons[256].startswith("fit once, but a run at 32 envs failed")

@@ -106,3 +106,17 @@ def test_the_steps_interval_is_a_column_only_where_a_trial_measured_one():
     assert shown == {"128": "n/a", "* 256": "±3.7%", "2048": "n/a"}  # 1,000 of 27,000
     assert table.data is not None and table.data["steps_per_s_ci_high"].tolist()[1] == 28_000.0
     assert "steps/s ±%" in table.to_markdown()
+
+
+def test_a_failed_row_says_its_own_failure_beside_an_ok_run_of_its_size():
+    """Merged runs: 512 ran out of memory in one and fitted in a later one; the size's reason
+    comes from the later run, and the oom row read 'fit once, ...'."""
+    from vramtune.views.sweep_table import row_reason
+    oom, ok = trial(512, None, None, Status.OOM), trial(512, 800, 30_000.0)
+    rows = [trial(128, 700, 21_000.0), oom, ok]
+    rec = choose(rows, 10**9, 0.1)
+    assert row_reason(oom, rec) == "out of memory"
+    assert row_reason(ok, rec).startswith("fit once")
+    crashed = TrialResult(status=Status.CRASH, profile="quick", profile_hash="h", num_envs=64,
+                          error_type="XlaRuntimeError")
+    assert row_reason(crashed, rec) == "crashed (XlaRuntimeError)"
