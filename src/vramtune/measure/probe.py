@@ -56,7 +56,6 @@ class ProbeReport:
     wall_s: float | None = None
 
 
-
 def _message(exc: BaseException) -> str:
     """The exception's text, or where it was raised when it has none (jax's own bare
     ``assert _default_backend is not None`` when JAX_PLATFORMS names a backend it lacks)."""
@@ -68,6 +67,7 @@ def _message(exc: BaseException) -> str:
         return "(no message)"
     last = frames[-1]
     return f"(no message) at {os.path.basename(last.filename)}:{last.lineno} in {last.name}"
+
 
 def run_probe(env: dict[str, str], *, nvml: Nvml | None = None,
               uuids: tuple[str, ...] | None = None, rlimit_data_bytes: int | None = None,

@@ -31,7 +31,7 @@ from vramtune.tune.planner import (
     model_figure_bytes,
     uses_pool,
 )
-from vramtune.tune.recommend import PROOF_RUNS, Recommendation, choose, fits, proof_room_bytes
+from vramtune.tune.recommend import PROOF_RUNS, Recommendation, choose, fits, proof_rooms_bytes
 from vramtune.tune.speed import DEFAULT_MARGIN
 from vramtune.units import both_units, budget_label, format_bytes, headroom_limit_bytes
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
@@ -108,8 +108,8 @@ class Emission:
     # a budget above the sweep's cap: the size the memory model expects to fit, never
     # written into a file, only shown as "predicted, not measured" with the command to run
     predicted: PredictedSize | None = None
-    # one record per num_envs as this budget sees them (``results.frame.for_budget``): the
-    # failures of merged sweeps under a smaller budget are not among them
+    # one record per num_envs as this budget sees them (``speaking_for``): another sweep's
+    # failures under less memory than this budget's line are not among them
     sizes: tuple[TrialResult, ...] = ()
 
     @property
@@ -185,13 +185,20 @@ def speaking_for(results: Sequence[TrialResult], budget_bytes: int | None,
     size above it."""
     rows = list(results)
 
+    def elsewhere(r: TrialResult) -> bool:  # another sweep's failure, with a cap
+        return not (r.status is Status.OK or r.budget_bytes is None
+                    or r.budget_bytes == budget_bytes)
+
+    rooms = ({} if limit_bytes is None else proof_rooms_bytes(
+        rows, limit_bytes, {r.num_envs for r in rows if elsewhere(r) and r.purpose in PROOF_RUNS}))
+
     def speaks(r: TrialResult) -> bool:
-        if r.status is Status.OK or r.budget_bytes is None or r.budget_bytes == budget_bytes:
+        if not elsewhere(r):
             return True
         if limit_bytes is None:  # no limit here: a capped failure says nothing of it
             return False
         held = r.cap_bytes if r.cap_bytes is not None else r.budget_bytes
-        room = proof_room_bytes(rows, limit_bytes, r.num_envs) if r.purpose in PROOF_RUNS else 0
+        room = rooms.get(r.num_envs, 0) if r.purpose in PROOF_RUNS else 0
         return held >= limit_bytes - room
 
     return tuple(r for r in rows if speaks(r))
@@ -214,8 +221,8 @@ def choose_for_budget(source: Measurements, budget_bytes: int | None,
         uncapped, cap = _largest_cap(source)
         budget_bytes = None if uncapped else cap
     # Every record, not one per size: the ranking must use the search trials (as the sweep
-    # did), and a size is proven only by all of its runs. Of merged sweeps, a failure under
-    # a smaller budget says nothing about this one.
+    # did), and a size is proven only by all of its runs. Of merged sweeps, a failure with
+    # less memory than this budget's line says nothing about it.
     every = speaking_for(source.every_result or source.results, budget_bytes,
                          headroom_limit_bytes(budget_bytes, headroom))
     sizes = one_per_size(every, every_failure=True)

@@ -446,11 +446,18 @@ def proof_room_bytes(results: Iterable[TrialResult], limit_bytes: int, num_envs:
     """How far below ``limit_bytes`` a proof run of ``num_envs`` would be held, from the
     records' search trials (``search.proof_room_bytes``, as the sweep holds its proofs); 0
     on a GPU's figures, which do not jitter, or where nothing says how much."""
-    rows = list(results)
+    return proof_rooms_bytes(results, limit_bytes, (num_envs,))[num_envs]
+
+
+def proof_rooms_bytes(results: Iterable[TrialResult], limit_bytes: int,
+                      sizes: Iterable[int]) -> dict[int, int]:
+    """``proof_room_bytes`` of each size, from one fit of the records' jitter model."""
+    rows, sizes = list(results), tuple(sizes)
     if any(r.is_gpu for r in rows):
-        return 0
-    room = search.proof_room_bytes(*_jitter_space(rows, limit_bytes), num_envs)
-    return 0 if room is None or not room > 0 else min(int(room), limit_bytes // 2)
+        return dict.fromkeys(sizes, 0)
+    rooms = search.proof_rooms_bytes(*_jitter_space(rows, limit_bytes), sizes)
+    return {n: 0 if room is None or not room > 0 else min(int(room), limit_bytes // 2)
+            for n, room in rooms.items()}
 
 
 def _jitter_space(rows: Sequence[TrialResult],

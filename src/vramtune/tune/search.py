@@ -478,9 +478,17 @@ def proof_room_bytes(trials: Sequence[Trial], space: Space, n: int) -> float | N
     under the limit L with P = Phi((L - d) / (sqrt(2) s)), 50% for a proof that passes just
     under L and 92% for one that passes with 2 s of room. A proof must leave room for that
     second draw, or a size that fits one run in two is proven."""
+    return proof_rooms_bytes(trials, space, (n,))[n]
+
+
+def proof_rooms_bytes(trials: Sequence[Trial], space: Space,
+                      sizes: Iterable[int]) -> dict[int, float | None]:
+    """``proof_room_bytes`` of each size, from one fit of the jitter model."""
+    sizes = tuple(sizes)
     if not space.resolve_sd or space.region_bytes:
-        return None
-    return _room(trials, space, _jitter_model(trials, space), n)
+        return dict.fromkeys(sizes)
+    model = _jitter_model(trials, space)
+    return {n: _room(trials, space, model, n) for n in sizes}
 
 
 def _room(trials: Sequence[Trial], space: Space, model: mm.Model | None, n: int) -> float | None:
