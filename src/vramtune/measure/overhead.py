@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from vramtune import machine
 from vramtune.machine import FRACTION_VARS, default_cache_dir
@@ -63,9 +64,19 @@ def measure_device(nvml: Nvml, timeout_s: float = 120.0, *, cached: bool = True)
     overhead = report.process_peak_bytes if report.backend == "gpu" else None
     if overhead:  # a failed or unknown measurement is retried next time
         known[key] = {"overhead_bytes": overhead, "runtime_total_bytes": total}
+        remember(cache, known)
+    return DeviceFacts(overhead or None, total, report)
+
+
+def remember(cache: Path, known: dict) -> bool:
+    """Write the device cache; False where it cannot be written. The cache only spares the
+    next probe: a read-only home (a cluster's, a container's) must not end the run."""
+    try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(cache, json.dumps(known, indent=1))
-    return DeviceFacts(overhead or None, total, report)
+    except OSError:
+        return False
+    return True
 
 
 def measure_overhead_bytes(nvml: Nvml, timeout_s: float = 120.0) -> int | None:
