@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,27 @@ EventCallback = Callable[[Event], None]
 TAIL_LINE_CHARS = 4096  # a tail line keeps its first and last this many characters
 
 
-class Reader(threading.Thread):
+class _Delivers:
+    """Hands events to the caller's callback from a capture thread. A callback that raises
+    (a notebook's, a progress display's) is dropped with a warning: the thread that calls it
+    also drains the child's output or samples its memory, and must outlive it, or the record
+    loses its tail (an out-of-memory read as a crash), its peaks, or hangs on a full pipe."""
+
+    on_event: EventCallback | None
+
+    def deliver(self, event: Event) -> None:
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except Exception as e:  # any error of the caller's code
+            self.on_event = None
+            warnings.warn(f"vramtune: the event callback raised {type(e).__name__}: {e}; no "
+                          f"more events from this trial, its measurement goes on",
+                          RuntimeWarning, stacklevel=2)
+
+
+class Reader(_Delivers, threading.Thread):
     """Drains the child's output: events to the callback, the rest kept as a short tail.
 
     Tail lines are bounded (head and end kept): the classifiers scan every tail line with
@@ -58,8 +79,7 @@ class Reader(threading.Thread):
                 self.phase = event
                 if event.compile_s is not None:
                     self.compile_s = event.compile_s
-            if self.on_event:
-                self.on_event(event)
+            self.deliver(event)
 
 
 def _bounded(line: str) -> str:
@@ -81,7 +101,7 @@ def vm_data_bytes(pid: int) -> int | None:
     return None
 
 
-class Sampler(threading.Thread):
+class Sampler(_Delivers, threading.Thread):
     """Peak RSS of the process tree, and NVML memory, at a fixed interval."""
 
     def __init__(self, pid: int, interval_s: float, gpu: GpuMonitor | None,
@@ -124,8 +144,7 @@ class Sampler(threading.Thread):
                 self.data_last = data
             gpu_now = self.gpu.sample({p.pid for p in procs}) if self.gpu is not None else None
             self.samples += 1
-            if self.on_event:
-                self.on_event(Sample(rss, gpu_now))
+            self.deliver(Sample(rss, gpu_now))
             self.stop_event.wait(self.interval_s)
 
 
@@ -224,7 +243,10 @@ class Standby:
 
     def pause(self) -> None:
         if not self.ready() and not self.paused and self.usable():
-            os.killpg(self.proc.pid, signal.SIGSTOP)
+            try:
+                os.killpg(self.proc.pid, signal.SIGSTOP)
+            except ProcessLookupError:  # gone since the check: launch then starts a fresh one
+                return
             self.paused = True
 
     def resume(self) -> None:

@@ -338,10 +338,16 @@ class RunningTrial:
             proc, reader = standby.proc, standby.reader
             reader.on_event = on_event
             assert proc.stdin is not None
-            proc.stdin.write(f"{spec_path}\n".encode())
-            proc.stdin.flush()
-            notes.append("ran in a warm standby process: imports done before the trial began")
-        else:
+            try:
+                proc.stdin.write(f"{spec_path}\n".encode())
+                proc.stdin.flush()
+            except OSError:  # it died after the check (a broken pipe): a fresh child instead
+                standby.close()
+                standby = None
+            else:
+                notes.append("ran in a warm standby process: imports done before the trial "
+                             "began")
+        if standby is None:
             proc = subprocess.Popen([*child_command(), str(spec_path)],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, env=child_env(cap),

@@ -3,15 +3,18 @@
 import os
 import time
 
+import pytest
+
 from vramtune.measure.cap import plan_cap
 from vramtune.measure.oom import classify_text, diagnosed_death
 from vramtune.measure.process import TAIL_LINE_CHARS, Reader, standby_fits, standby_key
+from vramtune.measure.wire import encode_event
 
 
-def _read(data: bytes) -> list[str]:
+def _read(data: bytes, on_event=None) -> list[str]:
     r, w = os.pipe()
     with os.fdopen(r, "rb") as rd:
-        reader = Reader(rd, None)
+        reader = Reader(rd, on_event)
         reader.start()
         with os.fdopen(w, "wb") as wr:
             wr.write(data)
@@ -29,6 +32,22 @@ def test_a_huge_line_keeps_its_head_and_end_and_scans_fast():
     started = time.perf_counter()
     assert diagnosed_death("\n".join(tail)) and classify_text("\n".join(tail)).oom
     assert time.perf_counter() - started < 5
+
+
+def test_a_callback_that_raises_is_dropped_and_the_output_still_read():
+    # the reader is what keeps the tail that tells an out-of-memory from a crash, and what
+    # drains the pipe: a caller's failing callback must not end it
+    seen = []
+
+    def fails(event):
+        seen.append(event)
+        raise KeyError("a notebook's bug")
+
+    events = "".join(encode_event(phase=p) + "\n" for p in ("importing", "building"))
+    with pytest.warns(RuntimeWarning, match="KeyError"):
+        tail = _read((events + "Out of memory allocating 5 bytes\n").encode(), fails)
+    assert len(seen) == 1  # dropped after its first error
+    assert tail == ["Out of memory allocating 5 bytes"]
 
 
 def test_short_lines_are_kept_whole():
