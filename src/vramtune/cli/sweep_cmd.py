@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
+import threading
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -60,6 +62,9 @@ class _Progress:
         self.gpu: int | None = None
         self.live: Live | None = None
         self.running: dict[int, int] = {}  # trial index -> num_envs, while it runs
+        # events arrive on each running trial's reader and sampler threads, results on the
+        # sweep's: one at a time, or a render iterates ``running`` while another thread edits it
+        self._lock = threading.RLock()
 
     def __enter__(self) -> _Progress:
         if self.tty:
@@ -85,6 +90,10 @@ class _Progress:
     def event(self, event: Event) -> None:
         if self.quiet:
             return
+        with self._lock:
+            self._event(event)
+
+    def _event(self, event: Event) -> None:
         if isinstance(event, TrialStarted):
             self.index, self.num_envs = event.index, event.num_envs
             self.running[event.index] = event.num_envs
@@ -108,6 +117,10 @@ class _Progress:
     def trial_done(self, result: TrialResult) -> None:
         if self.quiet:
             return
+        with self._lock:
+            self._trial_done(result)
+
+    def _trial_done(self, result: TrialResult) -> None:
         index = next((i for i, n in self.running.items() if n == result.num_envs), None)
         if index is not None:
             del self.running[index]
@@ -156,7 +169,12 @@ class _LabelledLines:
 def _program() -> str:
     """How the user ran us ('.venv/bin/vramtune' from the README), so 'next:' can be pasted."""
     invoked = sys.argv[0] if sys.argv else ""
-    return escape(invoked) if os.path.basename(invoked) == "vramtune" else "vramtune"
+    return _arg(invoked) if os.path.basename(invoked) == "vramtune" else "vramtune"
+
+
+def _arg(path: object) -> str:
+    """A path on a 'next:' line, quoted for the shell (spaces, $) and escaped for rich."""
+    return escape(shlex.quote(str(path)))
 
 
 def _summary(prepared: PreparedSweep, interrupted: bool,
@@ -210,10 +228,10 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
         console.print(f"[bold red]no recommendation:[/] {escape(rec.notice)}")
     console.print(f"results: {escape(str(run_dir))}")
     if interrupted and next_line:
-        console.print(f"next: {_program()} sweep --resume {escape(str(run_dir))}")
+        console.print(f"next: {_program()} sweep --resume {_arg(run_dir)}")
     elif next_line:
         budget_flag = f" --gpu-mem {budget_label(config.budget_bytes)}" if config.budget_bytes else ""
-        console.print(f"next: {_program()} emit-config {escape(str(run_dir))}{budget_flag}")
+        console.print(f"next: {_program()} emit-config {_arg(run_dir)}{budget_flag}")
     return 0 if rec.chosen else 1
 
 
@@ -328,16 +346,21 @@ def _is_parent(path: Path) -> bool:
         return False  # prepare says what is wrong with it
 
 
+def tag(label: object) -> str:
+    """A card's label in brackets, as rich markup: the brackets escaped with it, or a
+    lowercase label ([a100], [l4]) reads as a style tag and vanishes."""
+    return escape(f"[{label}]")
+
+
 def _sweep_types(request: api.SweepRequest, *, json_out: bool, wide: bool = False) -> None:
     """One sweep per accelerator type of a mixed Ray cluster, all at once."""
     parent, sweeps = api.prepare_sweeps(request)
     if not json_out:
         for p in sweeps:
             if p.notice:
-                err_console.print(f"[dim]note: [{escape(str(p.label))}] {escape(p.notice)}[/dim]")
+                err_console.print(f"[dim]note: {tag(p.label)} {escape(p.notice)}[/dim]")
             for warning in p.warnings:
-                err_console.print(f"[yellow]warning:[/] [{escape(str(p.label))}] "
-                                  f"{escape(warning)}")
+                err_console.print(f"[yellow]warning:[/] {tag(p.label)} {escape(warning)}")
         types = ", ".join(f"{p.label} ({p.executor.parallel} at once)" for p in sweeps)
         console.print(f"sweeping {escape(types)} under {escape(str(parent))}")
     lines = _LabelledLines(json_out)
@@ -362,9 +385,9 @@ def _sweep_types(request: api.SweepRequest, *, json_out: bool, wide: bool = Fals
                      for card, source, configs in api.emit_cards(parent)]
             console.print(rich_table(cards_table(cards), title="per card, at each sweep's cap",
                                      wide=wide), crop=False)
-            console.print(f"next: {_program()} emit-config {escape(str(parent))}")
+            console.print(f"next: {_program()} emit-config {_arg(parent)}")
         else:
-            console.print(f"next: {_program()} sweep --resume {escape(str(parent))}")
+            console.print(f"next: {_program()} sweep --resume {_arg(parent)}")
     if interrupted is not None:
         how, code = ("terminated", 143) if isinstance(interrupted, Terminated) else \
             ("interrupted", 130)
