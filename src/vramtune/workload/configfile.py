@@ -104,8 +104,12 @@ class Diagnosis:
         return not self.violations
 
     @property
-    def env_steps_per_update(self) -> int:
-        return self.config.shape.samples_per_update * self.config.unroll_length.value
+    def env_steps_per_update(self) -> int | None:
+        """batch_size x num_minibatches x unroll_length; None where a factor is not positive
+        (a negative count of steps is no figure)."""
+        c = self.config
+        factors = (c.batch_size.value, c.num_minibatches.value, c.unroll_length.value)
+        return math.prod(factors) if min(factors) >= 1 else None
 
 
 def normalise_key(key: Any) -> str:
@@ -291,6 +295,10 @@ def diagnose(config: BatchConfig, device_count: int = 1, fixes: int = 3) -> Diag
     if broken and min(shape.num_envs, shape.batch_size, shape.num_minibatches) >= 1:
         nearest = suggest_fixes(shape.num_envs, shape.batch_size, shape.num_minibatches,
                                 device_count, count=fixes)
+    unroll = config.unroll_length.value
+    if unroll < 1:  # not a batch rule, so no nearest batch settings: ppo.train rejects it
+        broken.append(Violation("unroll_length >= 1", f"unroll_length is {unroll}; each env "
+                                f"steps unroll_length times per trajectory: a positive integer"))
     return Diagnosis(config, device_count, tuple(broken), tuple(nearest),
                      policy_options(shape, device_count) if nearest else ())
 

@@ -186,6 +186,16 @@ def test_zero_num_envs_is_invalid_not_a_crash(tmp_path):
     assert not d.valid and d.violations[0].rule == "num_envs >= 1" and d.fixes == ()
 
 
+@pytest.mark.parametrize("unroll", [0, -5])
+def test_an_unroll_length_below_one_is_invalid_with_no_figure(tmp_path, unroll):
+    text = f"num_envs: 64\nbatch_size: 32\nnum_minibatches: 8\nunroll_length: {unroll}\n"
+    d = diagnose(load_config(write(tmp_path, text)))
+    assert not d.valid and [v.rule for v in d.violations] == ["unroll_length >= 1"]
+    assert d.env_steps_per_update is None and d.fixes == ()
+    ok = diagnose(load_config(write(tmp_path, text.replace(f": {unroll}", ": 5"))))
+    assert ok.valid and ok.env_steps_per_update == 32 * 8 * 5
+
+
 def test_invalid_config_lists_what_each_scaling_policy_allows(tmp_path):
     d = diagnose(load_config(write(tmp_path, "num_envs: 3000\nbatch_size: 256\n"
                                              "num_minibatches: 32\n")))
