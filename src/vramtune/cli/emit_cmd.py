@@ -30,12 +30,22 @@ RUNS_DIR = Path("vramtune-runs")
 
 
 def newest_run(base: Path = RUNS_DIR) -> Path:
-    """The run directory under ./vramtune-runs/ whose results were written last."""
-    runs = [d for d in base.iterdir() if (d / RESULTS_FILE).is_file()] if base.is_dir() else []
-    if not runs:
+    """The run under ./vramtune-runs/ whose results were written last: a run directory, or a
+    mixed-cluster sweep's parent (one run per card under it), by its newest run."""
+    written: dict[Path, tuple[float, str]] = {}
+    try:
+        for d in (base.iterdir() if base.is_dir() else ()):
+            files = ([d / RESULTS_FILE] if (d / RESULTS_FILE).is_file() else
+                     [s / RESULTS_FILE for s in d.iterdir() if (s / RESULTS_FILE).is_file()]
+                     if d.is_dir() else [])
+            if files:
+                written[d] = (max(f.stat().st_mtime for f in files), d.name)
+    except OSError as exc:
+        raise UserError(f"./{base}/: cannot read it ({exc.strerror or exc})") from None
+    if not written:
         raise UserError(f"no RUN_DIR given and no run under ./{base}/: run `vramtune sweep` first "
                         f"or name a run directory")
-    return max(runs, key=lambda d: ((d / RESULTS_FILE).stat().st_mtime, d.name))
+    return max(written, key=written.__getitem__)
 
 
 def _write(path: Path, text: str) -> None:

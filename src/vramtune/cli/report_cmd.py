@@ -128,8 +128,8 @@ def compare(
     elif format is TableFormat.MARKDOWN:
         sys.stdout.write(cmp.compare_markdown(a, b, table))
     else:
-        # Off a terminal, one line each: at its width rich broke a long run path's line
-        # inside "jax 9.9.9", and a grep of the log missed it
+        # Off a terminal, one line each: rich wraps at its width, anywhere (inside a version
+        # number), and a log must be grep-able for a whole line
         lines = not console.is_terminal
         for line in cmp.run_header_lines(a, b):
             console.print(escape(line), soft_wrap=lines)
@@ -145,7 +145,7 @@ def _compare_cards(parent: str, format: TableFormat, wide: bool) -> None:
         _load(str(directory))  # warnings, once
     if len(runs) < 2:
         raise UserError(f"compare needs two run directories, or a parent directory of several "
-                        f"runs; {parent} holds one run (see `vramtune report {parent}`)")
+                        f"runs; {parent} holds one run (see `vramtune report {runs[0]}`)")
     cards = [(card, source, [c.emission for c in configs])
              for card, source, configs in api.emit_cards(runs)]
     table = cards_table(cards)

@@ -1,18 +1,11 @@
 """emit-config writes where it is told, and without -o only inside the run it read."""
 
+import os
 import shutil
 
 import pytest
 
-from tests.fuzz_corpus import Corpus
 from vramtune.cli import app
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    root = tmp_path_factory.mktemp("corpus")
-    Corpus(root).runs()
-    return root
 
 
 def _good_run(corpus, tmp_path):
@@ -238,3 +231,22 @@ def test_a_plot_suffix_no_backend_writes_is_refused_before_the_table(corpus, tmp
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and "'.jpg' is none of them" in err[0], err
     assert not (tmp_path / "p.jpg").exists()
+
+
+def test_without_a_run_the_newest_is_used_a_mixed_clusters_parent_among_them(corpus, tmp_path,
+                                                                           monkeypatch, capsys):
+    runs = tmp_path / "vramtune-runs"
+    shutil.copytree(corpus / "runs/control-good", runs / "20261101T000000-quick")
+    for card in ("A", "B"):  # a mixed cluster's sweep: one run per card under its parent
+        shutil.copytree(corpus / "runs/control-good", runs / "20261102T000000" / f"card{card}")
+        _set_header(runs / "20261102T000000" / f"card{card}", **{"machine.cpu": f"CPU {card}"})
+    (runs / "stray-file").write_text("not a run")
+    (runs / "empty").mkdir()
+    os.utime(runs / "20261101T000000-quick" / "results.jsonl", (1e9, 1e9))
+    monkeypatch.chdir(tmp_path)
+    assert app.main(["emit-config", "--gpu-mem", "1GB"]) in (0, 1)
+    assert "using the newest run: vramtune-runs/20261102T000000" in capsys.readouterr().err
+    now = 2e9  # the single run written last: it is the newest
+    os.utime(runs / "20261101T000000-quick" / "results.jsonl", (now, now))
+    assert app.main(["emit-config", "--gpu-mem", "1GB"]) in (0, 1)
+    assert "using the newest run: vramtune-runs/20261101T000000-quick" in capsys.readouterr().err
