@@ -104,11 +104,12 @@ def cpu_features() -> str | None:
     return None
 
 
-def machine_summary() -> dict[str, str | int]:
+def machine_summary() -> dict[str, str | int | None]:
     import os
 
+    # cpu_count None where the OS does not say: unknown, not zero cores
     return {"hostname": socket.gethostname(), "cpu": cpu_model(),
-            "cpu_count": os.cpu_count() or 0, "platform": platform.platform()}
+            "cpu_count": os.cpu_count(), "platform": platform.platform()}
 
 
 _OPTIONS_SCRIPT = ("import json; from jaxlib import xla_client\n"

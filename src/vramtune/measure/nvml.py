@@ -187,7 +187,7 @@ class Nvml:
         return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class GpuPeaks:
     """What NVML saw of one trial, per watched device (CUDA ordinal order)."""
 

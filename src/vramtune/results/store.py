@@ -257,7 +257,7 @@ def lock_run(directory: Path) -> RunLock:
 def create_run(directory: Path, header: RunHeader) -> RunLock:
     """Create the run directory, lock it and write the header; UserError if it cannot."""
     # Lexically normalised first: mkdir(parents=True) of 'x/..' would make a stray 'x' beside
-    # the directory the path names (found by hand: --out ../../x/.. made /x).
+    # the directory the path names (--out ../../x/.. would make /x).
     directory = Path(os.path.normpath(directory))
     path = directory / RESULTS_FILE
 

@@ -281,7 +281,7 @@ def predict_size(source: Measurements, budget_bytes: int,
     every = source.every_result or source.results
     # On a GPU the pool, not the live peak, runs out of the allocator's limit, and it sits
     # at about twice the live peak (quick: 770 MiB of pool over 378 live at 1920 envs): a
-    # line through the live peaks put 13,312 envs under a 3 GB card where 1920 filled 2 GB.
+    # line through the live peaks would put 13,312 envs under a 3 GB card where 1920 fill 2 GB.
     pool = uses_pool(every)
 
     def figure(r: TrialResult) -> int | None:
