@@ -50,6 +50,8 @@ class Recommendation:
     # Ranked runs left out of the comparison, with why: each read a dip that its size's
     # later run did not repeat (a disturbed run, not the size's speed).
     set_aside: tuple[tuple[TrialResult, str], ...] = ()
+    # Another objective's pick (no speed comparison): its size's kept ranked runs pooled
+    chosen_rates: Rates | None = None
 
     def set_aside_words(self, r: TrialResult) -> str | None:
         """Why ``r`` was left out of the speed comparison; None if it was not."""
@@ -146,7 +148,10 @@ class Recommendation:
         return line
 
     def _rates(self, num_envs: int) -> Rates | None:
-        return self.speed.rates.get(num_envs) if self.speed is not None else None
+        if self.speed is not None:
+            return self.speed.rates.get(num_envs)
+        r = self.chosen_rates
+        return r if r is not None and r.num_envs == num_envs else None
 
     @property
     def confirmed_line(self) -> str | None:
@@ -255,30 +260,32 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     candidates = [r for r in rows if (r.purpose in RANKED or r.num_envs not in ranked_sizes)
                   and fits(r, limit) and (edge is None or r.num_envs < edge)
                   and r.num_envs not in unproven]
-    best = max((r.steps_per_s or 0.0 for r in candidates), default=None)
     chosen: TrialResult | None = None
     speed: SpeedPick | None = None
-    set_aside: tuple[tuple[TrialResult, str], ...] = ()
+    chosen_rates: Rates | None = None
+    by_size: dict[int, list[TrialResult]] = {}
+    for r in candidates:
+        by_size.setdefault(r.num_envs, []).append(r)
+    # Sizes that ran alone but cannot be picked still trace the curve a dip is seen
+    # against (the size above the boundary, often).
+    others: dict[int, list[TrialResult]] = {}
+    for r in rows:
+        if (r.purpose in RANKED and r.status is Status.OK and not r.shared_run
+                and r.steps_per_s and r.num_envs not in by_size):
+            others.setdefault(r.num_envs, []).append(r)
+    witnesses = [size_rates(n, rs) for n, rs in others.items()]
+    # A disturbed run is out before anything reads the size's rate, whatever the objective
+    # (a max-envs pick quotes its rate too), the drift check too (its proof run would read
+    # far above the pooled rate: a move that was not).
+    set_aside = _disturbed(by_size, witnesses)
+    aside = {id(x) for x, _ in set_aside}
+    by_size = {n: [r for r in rs if id(r) not in aside] for n, rs in by_size.items()}
+    candidates = [r for r in candidates if id(r) not in aside]
+    best = max((r.steps_per_s or 0.0 for r in candidates), default=None)
     if candidates and best is not None:
         if objective is Objective.THROUGHPUT:
             # Decided by measurement (tune.speed): an overlap of two noisy ranges decides
             # nothing, or on a noisy CPU every row ties and the smallest always wins.
-            by_size: dict[int, list[TrialResult]] = {}
-            for r in candidates:
-                by_size.setdefault(r.num_envs, []).append(r)
-            # Sizes that ran alone but cannot be picked still trace the curve a dip is seen
-            # against (the size above the boundary, often).
-            others: dict[int, list[TrialResult]] = {}
-            for r in rows:
-                if (r.purpose in RANKED and r.status is Status.OK and not r.shared_run
-                        and r.steps_per_s and r.num_envs not in by_size):
-                    others.setdefault(r.num_envs, []).append(r)
-            witnesses = [size_rates(n, rs) for n, rs in others.items()]
-            # A disturbed run is out before anything reads the size's rate, the drift check
-            # too (its proof run would read far above the pooled rate: a move that was not).
-            set_aside = _disturbed(by_size, witnesses)
-            aside = {id(x) for x, _ in set_aside}
-            by_size = {n: [r for r in rs if id(r) not in aside] for n, rs in by_size.items()}
             kept = [r for r in in_order if id(r) not in aside]
             drift, since = speed_drift(kept)
             if drift is not None:  # sizes that ran again since are compared on those runs
@@ -290,11 +297,16 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
                                  remeasure_left, drift, witnesses)
             assert speed is not None
             chosen = max(by_size[speed.num_envs], key=lambda r: r.steps_per_s or 0.0)
-        elif objective is Objective.KNEE:
-            chosen = min((r for r in candidates if (r.steps_per_s or 0) >= best * (1 - KNEE_TOLERANCE)),
-                         key=lambda r: r.num_envs)
         else:
-            chosen = max(candidates, key=lambda r: r.num_envs)
+            if objective is Objective.KNEE:
+                size = min(r.num_envs for r in candidates
+                           if (r.steps_per_s or 0) >= best * (1 - KNEE_TOLERANCE))
+            else:
+                size = max(r.num_envs for r in candidates)
+            # its fastest run, as throughput's pick, and its rate pooled over its runs
+            chosen = max(by_size[size], key=lambda r: r.steps_per_s or 0.0)
+            ranked = [r for r in by_size[size] if r.purpose in RANKED and r.steps_per_s]
+            chosen_rates = size_rates(size, ranked) if ranked else None
     reasons: dict[int, str] = {}
     alone = {r.num_envs for r in rows if r.status is Status.OK and not r.shared_run}
     for r in rows:
@@ -319,7 +331,27 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
                 and r.peak_bytes is not None]
         highest, runs = max(same, key=lambda r: r.peak_bytes or 0, default=None), len(same)
     return Recommendation(chosen, objective, limit, reasons, best, notice, confirmation, speed,
-                          highest, runs, set_aside)
+                          highest, runs, set_aside, chosen_rates)
+
+
+def size_speeds(results: Iterable[TrialResult]) -> dict[int, float]:
+    """Each size's steps/s as the pick weighs it: the median over every interval of its
+    ranked runs alone (search trials, re-measures), with a disturbed run set aside
+    (``_disturbed``). Sizes with no such run are left out: a caller falls back to what it
+    has (a proof run's rate), never to 0."""
+    by_size: dict[int, list[TrialResult]] = {}
+    for r in results:
+        if (r.purpose in RANKED and r.status is Status.OK and not r.shared_run
+                and r.steps_per_s):
+            by_size.setdefault(r.num_envs, []).append(r)
+    aside = {id(x) for x, _ in _disturbed(by_size, ())}
+    out = {}
+    for n, rs in sorted(by_size.items()):
+        kept = [r for r in rs if id(r) not in aside]
+        median = size_rates(n, kept).median
+        if median:
+            out[n] = median
+    return out
 
 
 def _disturbed(by_size: Mapping[int, list[TrialResult]], witnesses: Sequence[Rates]

@@ -16,10 +16,10 @@ import pandas as pd
 from vramtune import fmt, yamlio
 from vramtune.errors import UserError
 from vramtune.measure.cap import DEFAULT_GPU_FRACTION
-from vramtune.records import Objective, TrialResult
+from vramtune.records import Objective, Status, TrialResult
 from vramtune.schema import printable
 from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
-from vramtune.tune.recommend import Recommendation
+from vramtune.tune.recommend import Recommendation, size_speeds
 from vramtune.units import both_units, budget_label, format_bytes
 from vramtune.views.sweep_table import row_reason
 from vramtune.views.tables import Column, Table
@@ -116,11 +116,15 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
     lines.append(confirmed if confirmed else
                  f"not confirmed by a long run: `vramtune verify THIS_FILE{budget_flag}` trains "
                  f"it 100 training steps under the same cap before you commit days to it")
+    # One line per other size: its rate as the pick weighs it (its runs alone pooled, a
+    # disturbed run set aside), not that of the record standing for its peak; the chosen
+    # size is the lines above, whichever of its records stands for it.
+    speeds = size_speeds(source.every_result or source.results)
     for r in emission.sizes or source.results:
-        if r is not chosen:
+        if r.num_envs != chosen.num_envs:
             lines.append(f"  num_envs={r.num_envs}: {r.status}, peak {format_bytes(r.peak_bytes)}, "
-                         f"{fmt.rate(r.steps_per_s)} steps/s: "
-                         f"{row_reason(r, emission.recommendation)}")
+                         f"{fmt.rate(speeds.get(r.num_envs, r.steps_per_s))} steps/s: "
+                         f"{_size_reason(r, emission.recommendation)}")
     versions = ", ".join(f"{k} {v}" for k, v in chosen.versions.items()
                          if k in ("jax", "jaxlib", "brax", "mujoco", "playground"))
     lines += [f"measured on {source.device} ({chosen.backend or fmt.NA}, "
@@ -131,6 +135,14 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
     if emission.optimisation_change:
         lines.append(f"NOTE: {emission.optimisation_change}")
     return lines
+
+
+def _size_reason(r: TrialResult, rec: Recommendation) -> str:
+    """Why a size was not chosen: the recommender's word for the size where the record
+    standing for it fitted (not what that one run was: a confirming run, a set-aside
+    one), its own failure where it failed."""
+    reason = rec.reasons.get(r.num_envs) if r.status is Status.OK else None
+    return reason or row_reason(r, rec)
 
 
 def _devices(count: int | None) -> str:

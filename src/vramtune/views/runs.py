@@ -16,7 +16,7 @@ from vramtune import fmt
 from vramtune.records import any_gpu, memory_kind
 from vramtune.results.frame import runs_frame, to_python
 from vramtune.results.store import Run, RunHeader
-from vramtune.tune.recommend import Recommendation
+from vramtune.tune.recommend import Recommendation, size_speeds
 from vramtune.units import format_bytes
 from vramtune.views.sweep_table import SHARED_FOOTNOTE
 from vramtune.views.tables import Column, Table
@@ -101,11 +101,13 @@ def _ratio(b: pd.Series, a: pd.Series) -> pd.Series:
 
 
 def compare_frame(a: Run, b: Run) -> pd.DataFrame:
-    """Two runs lined up by num_envs, one record per size on each side (``one_per_size``)."""
+    """Two runs lined up by num_envs, one record per size on each side (``one_per_size``:
+    its status and peak); steps/s is the size's rate as the pick weighs it
+    (``recommend.size_speeds``: its runs alone pooled, a disturbed run set aside), not the
+    rate of whichever run held the highest peak, else that run's own (a proof run's)."""
     keep = ["num_envs", "status", "peak_bytes", "steps_per_s"]
-    both = runs_frame(a, per_size=True)[keep].merge(
-        runs_frame(b, per_size=True)[keep], on="num_envs", how="outer", sort=True,
-        suffixes=("_a", "_b"))
+    both = _per_size(a)[keep].merge(_per_size(b)[keep], on="num_envs", how="outer",
+                                    sort=True, suffixes=("_a", "_b"))
     frame = pd.DataFrame({
         "num_envs": both["num_envs"], "status_a": both["status_a"],
         "status_b": both["status_b"], "peak_a_bytes": both["peak_bytes_a"],
@@ -114,6 +116,16 @@ def compare_frame(a: Run, b: Run) -> pd.DataFrame:
         "steps_per_s_a": both["steps_per_s_a"], "steps_per_s_b": both["steps_per_s_b"],
         "steps_per_s_ratio": _ratio(both["steps_per_s_b"], both["steps_per_s_a"])})
     return frame[list(COMPARE_COLUMNS)].reset_index(drop=True)
+
+
+def _per_size(run: Run) -> pd.DataFrame:
+    frame = runs_frame(run, per_size=True)
+    speeds = size_speeds(run.results)
+    frame["steps_per_s"] = pd.array(
+        [speeds.get(int(n), s) for n, s in
+         zip(frame["num_envs"], to_python(frame["steps_per_s"]), strict=True)],
+        dtype=frame["steps_per_s"].dtype)
+    return frame
 
 
 def compare_warnings(a: Run, b: Run) -> list[str]:

@@ -1,5 +1,7 @@
 """The recommender: only measured ok trials under the headroom line, with a reason per row."""
 
+import pytest
+
 from vramtune.records import Status, TrialResult
 from vramtune.tune.recommend import Objective, choose
 
@@ -399,3 +401,19 @@ def test_a_move_within_a_windows_own_error_or_rerun_since_widens_nothing():
     pairs = moved + [timed(128, 12_600, Purpose.ALONE), timed(704, 13_400, Purpose.ALONE)]
     again = choose(pairs, 4 * GB, 0.1, remeasure_left=True)
     assert again.speed.remeasure == () and again.chosen.num_envs == 704
+
+
+@pytest.mark.parametrize("objective", [Objective.MAX_ENVS, Objective.KNEE])
+def test_every_objective_sets_a_disturbed_run_aside_and_quotes_the_kept_rate(tmp_path, objective):
+    """The disturbed run of 448 (14,878 steps/s, 27,222 run again) is set aside whatever the
+    objective: a max-envs pick of 448 quotes 27,222, not the dip, nor the dip pooled in."""
+    from vramtune.tune.recommend import size_speeds
+
+    run = _recorded(tmp_path, "cpu-quick-1.3GB-dip-rerun.jsonl")
+    upto = [x for x in run.results if x.num_envs <= 448]
+    rec = choose(upto, run.header.budget_bytes, run.header.headroom_fraction, objective)
+    assert [a.num_envs for a, _ in rec.set_aside] == [448]
+    if objective is Objective.MAX_ENVS:
+        assert rec.chosen.num_envs == 448 and round(rec.steady_steps_per_s) == 27_222
+        assert rec.chosen is not rec.set_aside[0][0]
+    assert round(size_speeds(run.results)[448]) == 27_222  # compare's rate for the size
