@@ -14,7 +14,7 @@ import pandas as pd
 from vramtune import fmt
 from vramtune.records import Purpose, Status, TrialResult, any_gpu
 from vramtune.results.frame import to_python, trials_frame
-from vramtune.tune.recommend import Recommendation, failure_words
+from vramtune.tune.recommend import Recommendation, failure_words, under_line
 from vramtune.units import format_bytes
 from vramtune.views.tables import Column, Table
 
@@ -82,9 +82,13 @@ def row_reason(r: TrialResult, rec: Recommendation) -> str:
     """Why this row: the recommender's word for its size, or what a repeat / long run was."""
     if r.purpose is Purpose.CONFIRM:
         what = f"confirming run, {r.training_steps or fmt.NA} training steps"
-        if r.status is Status.OK:
-            return what + (": passed" if rec.confirmation is r else "")
-        return f"{what}: {_proof_failure(r)}"
+        if r.status is not Status.OK:
+            return f"{what}: {_proof_failure(r)}"
+        if rec.confirmation is r:
+            return what + ": passed"
+        if rec.limit_bytes is not None and under_line(r, rec.limit_bytes) is False:
+            return what + ": over the headroom line"  # a larger --headroom than it ran under
+        return what
     if r.purpose is Purpose.REPEAT:
         return "repeat at the edge" + ("" if r.status is Status.OK else
                                        f": {_proof_failure(r)}")

@@ -120,3 +120,18 @@ def test_a_failed_row_says_its_own_failure_beside_an_ok_run_of_its_size():
     crashed = TrialResult(status=Status.CRASH, profile="quick", profile_hash="h", num_envs=64,
                           error_type="XlaRuntimeError")
     assert row_reason(crashed, rec) == "crashed (XlaRuntimeError)"
+
+
+def test_a_confirming_run_over_a_larger_headroom_says_so():
+    """report --headroom 99%: every row is over the line, the proof run that passed under the
+    sweep's own line too, and it says so instead of nothing."""
+    from dataclasses import replace
+
+    from vramtune.records import Purpose
+    from vramtune.views.sweep_table import row_reason
+    proof = replace(trial(128, 700, 21_000.0), purpose=Purpose.CONFIRM, training_steps=56)
+    rows = [trial(128, 690, 21_000.0), proof]
+    assert row_reason(proof, choose(rows, 10**9, 0.1)) == "confirming run, 56 training steps: passed"
+    tight = choose(rows, 10**9, 0.99)
+    assert tight.chosen is None
+    assert row_reason(proof, tight) == "confirming run, 56 training steps: over the headroom line"
