@@ -107,6 +107,13 @@ class SweepRequest:
         check_int(self.refine, "--refine", 0, MAX_REFINE)
         check_timeout(self.timeout_s)
         check_int(self.confirm_steps, "--confirm-steps", 1, MAX_TRAINING_STEPS)
+        # Flags that contradict each other are refused, not one of them silently dropped
+        if self.confirm is False and self.confirm_steps is not None:
+            raise UserError("--confirm-steps sets the confirming run's length and --no-confirm "
+                            "runs none: drop one of them")
+        if self.resume is not None and self.out is not None:
+            raise UserError(f"--resume continues {self.resume} in its own folder and --out "
+                            f"names a new one: drop --out (or --resume, for a new sweep)")
         as_devices(self.devices)
         object.__setattr__(self, "parallel", as_parallel(self.parallel))  # 'AUTO' -> 'auto'
         if self.executor is not None and self.executor not in EXECUTORS:

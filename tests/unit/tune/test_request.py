@@ -65,6 +65,17 @@ def test_every_option_is_checked_when_the_request_is_made(options):
         SweepRequest(**options)
 
 
+@pytest.mark.parametrize("options,words", [
+    (dict(confirm=False, confirm_steps=100), "--no-confirm runs none"),
+    (dict(resume="runs/a", out="runs/b"), "drop --out"),
+])
+def test_flags_that_contradict_each_other_are_refused(options, words):
+    with pytest.raises(UserError, match=words):
+        SweepRequest.parse(**options)
+    SweepRequest.parse(confirm=True, confirm_steps=100)  # each of them alone is fine
+    SweepRequest.parse(resume="runs/a")
+
+
 def _header(**search) -> RunHeader:
     prof = load_profile("quick")
     return RunHeader(profile_name=prof.name, profile_hash=prof.hash, profile=prof.to_dict(),
