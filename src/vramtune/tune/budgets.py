@@ -7,6 +7,7 @@ number that was never run must not look like one that was.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -117,10 +118,33 @@ class Emission:
         return self.recommendation.chosen
 
 
+def _distinct(runs: Sequence[Run]) -> list[Run]:
+    """The runs, one folder named twice kept once; two folders holding one sweep (a copy,
+    perhaps resumed apart: the same header, written when the sweep began) refused, or each
+    of its trials would count twice: twice the runs behind a peak, twice the intervals
+    behind a rate, an interval twice as narrow as measured."""
+    seen: dict[Path, Run] = {}
+    began: dict[tuple[str, str, str], Run] = {}
+    for run in runs:
+        where = Path(os.path.realpath(run.directory))
+        if where in seen:
+            continue
+        seen[where] = run
+        h = run.header
+        key = (h.created, str(h.machine.get("hostname", "")), h.profile_hash)
+        if h.created and key in began:
+            raise UserError(f"{began[key].directory} and {run.directory} hold the same sweep "
+                            f"(begun {h.created} on the same machine; a copy?): its trials "
+                            f"would count twice, give one of them")
+        began[key] = run
+    return list(seen.values())
+
+
 def merge_runs(runs: Sequence[Run]) -> Measurements:
     """One set of measurements from several runs; refuses to mix workloads or devices."""
     if not runs:
         raise UserError("no run to emit a config from")
+    runs = _distinct(runs)
     first = runs[0]
     for run in runs[1:]:
         if run.header.profile_hash != first.header.profile_hash:

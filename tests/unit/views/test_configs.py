@@ -43,14 +43,17 @@ def assert_golden(name: str, text: str) -> None:
     shared_assert_golden(f"emit/{name}", text)
 
 
+LATER = "2026-11-22T09:00:00+00:00"  # another sweep's start: merged sweeps are distinct
+
+
 def header(*, budget: int | None, gpu: bool, profile: dict | None = None,
-           device: str | None = None) -> RunHeader:
+           device: str | None = None, created: str = "2026-11-21T20:02:26+00:00") -> RunHeader:
     return RunHeader(
         profile_name="quick", profile_hash="16fa582f053d812d", profile=profile or PROFILE,
         budget_bytes=budget, headroom_fraction=0.1,
         machine={"cpu": "AMD EPYC", "hostname": "test"}, versions=VERSIONS,
         gpu_name=device or ("NVIDIA H100 80GB HBM3" if gpu else None),
-        gpu_total_bytes=80 * 2**30 if gpu else None, created="2026-11-21T20:02:26+00:00")
+        gpu_total_bytes=80 * 2**30 if gpu else None, created=created)
 
 
 def trial(n: int, peak: int | None, rate: float | None, *, gpu: bool, budget: int | None,
@@ -213,20 +216,22 @@ def test_playground_shape_matches_brax_ppo_config_keys():
 
 
 def test_merge_refuses_other_workloads_and_devices():
-    other = Run(Path("b"), header(budget=None, gpu=True, profile={**PROFILE, "num_envs": 64}),
+    other = Run(Path("b"), header(budget=None, gpu=True, profile={**PROFILE, "num_envs": 64},
+                                  created=LATER),
                 gpu_run().results)
     other = Run(other.directory, RunHeader(**{**other.header.__dict__, "profile_hash": "x"}),
                 other.results)
     with pytest.raises(UserError, match="one workload at a time"):
         merge_runs([gpu_run(), other])
-    elsewhere = Run(Path("c"), header(budget=None, gpu=True, device="NVIDIA A10G"), ())
+    elsewhere = Run(Path("c"), header(budget=None, gpu=True, device="NVIDIA A10G",
+                                      created=LATER), ())
     with pytest.raises(UserError, match="one device"):
         merge_runs([gpu_run(), elsewhere])
 
 
 def test_merge_prefers_ok_trials_and_widens_coverage():
     capped = gpu_run()
-    bigger = Run(Path("big"), header(budget=24 * GB, gpu=True),
+    bigger = Run(Path("big"), header(budget=24 * GB, gpu=True, created=LATER),
                  (trial(16384, 17 * 2**30, 950_000.0, gpu=True, budget=24 * GB),))
     source = merge_runs([capped, bigger])
     assert [r.status for r in source.results if r.num_envs == 16384] == [Status.OK]
@@ -238,7 +243,7 @@ def test_merge_prefers_ok_trials_and_widens_coverage():
 
 def test_merge_counts_a_failed_repeat_against_its_size():
     # 8192 fitted once and ran out of memory once under the same 12GB cap: not proven to fit
-    again = Run(Path("again"), header(budget=12 * GB, gpu=True),
+    again = Run(Path("again"), header(budget=12 * GB, gpu=True, created=LATER),
                 (trial(8192, None, None, gpu=True, budget=12 * GB, status=Status.OOM),))
     assert choose_for_budget(merge_runs([gpu_run()]), 12 * GB).chosen.num_envs == 8192
     source = merge_runs([gpu_run(), again])
@@ -271,7 +276,7 @@ def test_cards_table_has_one_row_per_card_and_budget_and_matches_golden():
     assert_golden("cards-table.md", cards_markdown(cards, files))
 
 
-def _proved_run(directory: Path, objective: str) -> Path:
+def _proved_run(directory: Path, objective: str, created: str | None = None) -> Path:
     """A CPU sweep's records as the sweep writes them: search trials, then the pick's long
     confirming run, whose steps/s (a longer window) and peak are both higher than its
     search trial's."""
@@ -279,7 +284,7 @@ def _proved_run(directory: Path, objective: str) -> Path:
     from vramtune.results.store import append_result, create_run
 
     cap = int(1.2 * GB * 0.9)
-    h = header(budget=int(1.2 * GB), gpu=False)
+    h = header(budget=int(1.2 * GB), gpu=False, **({"created": created} if created else {}))
     create_run(directory, RunHeader(**{**h.__dict__, "search": {"objective": objective}}))
     rows = [trial(256, 900 * MiB, 20000.0, gpu=False, budget=h.budget_bytes),
             trial(512, 950 * MiB, 19000.0, gpu=False, budget=h.budget_bytes),
@@ -319,7 +324,7 @@ def test_runs_that_name_different_objectives_fall_back_to_throughput(tmp_path):
     from vramtune.results.store import load_run
 
     a = load_run(_proved_run(tmp_path / "a", "max-envs"))
-    b = load_run(_proved_run(tmp_path / "b", "knee"))
+    b = load_run(_proved_run(tmp_path / "b", "knee", LATER))
     assert merge_runs([a, b]).objective is None
     assert merge_runs([a]).objective is Objective.MAX_ENVS
 
@@ -385,3 +390,17 @@ def test_the_header_counts_sizes_and_their_runs():
     text = render(source, choose_for_budget(source, 2 * GB, Objective.THROUGHPUT),
                   ConfigFormat.BRAX, mem_fraction_var=VAR)
     assert "among 3 measured sizes (4 runs): num_envs=" in text, text
+
+
+def test_one_sweep_in_two_folders_is_refused_and_one_folder_named_twice_counted_once(tmp_path):
+    import shutil
+
+    from vramtune.results.store import load_run
+
+    a = _proved_run(tmp_path / "a", "max-envs")
+    shutil.copytree(a, tmp_path / "copy")
+    with pytest.raises(UserError, match="hold the same sweep .*would count twice"):
+        merge_runs([load_run(a), load_run(tmp_path / "copy")])
+    once = merge_runs([load_run(a)])
+    twice = merge_runs([load_run(a), load_run(tmp_path / "a" / ".." / "a")])
+    assert twice.every_result == once.every_result and twice.directories == once.directories
