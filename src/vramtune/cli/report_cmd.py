@@ -20,7 +20,7 @@ from vramtune.units import parse_percent
 from vramtune.views import runs as cmp
 from vramtune.views.configs import cards_markdown, cards_table
 from vramtune.views.plot import plot_format, plot_run
-from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table
+from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table, unsettled_note
 
 
 class TableFormat(StrEnum):
@@ -93,6 +93,8 @@ def report(
                           "VRAM.[/dim]")
         if any(r.shared_run for r in run.results):
             console.print(f"[dim]{escape(SHARED_FOOTNOTE)}[/dim]")
+        if (loose := unsettled_note(run.results)) is not None:
+            console.print(f"[dim]{escape(loose)}[/dim]")
         colour = "green" if rec.chosen else "red"
         console.print(f"[bold {colour}]{escape(cmp.recommendation_line(rec, h.budget_bytes))}[/]")
     if plot is not None:  # after the table: a write error (disk full) leaves it printed

@@ -39,7 +39,7 @@ from vramtune.units import budget_label, format_bytes
 from vramtune.views.configs import cards_table
 from vramtune.views.runs import chosen_summary
 from vramtune.views.sweep_json import summary
-from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table
+from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table, unsettled_note
 
 
 class ExecutorKind(StrEnum):
@@ -207,6 +207,8 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
         console.print("[dim]CPU backend: memory figures are host RAM (peak RSS), not VRAM.[/dim]")
     if any(r.shared_run for r in state.results):
         console.print(f"[dim]{escape(SHARED_FOOTNOTE)}[/dim]")
+    if (loose := unsettled_note(state.results)) is not None:
+        console.print(f"[dim]{escape(loose)}[/dim]")
     if state.final_step and not interrupted:
         console.print(f"search: {escape(state.final_step.reason)}")
     if state.reused:

@@ -18,7 +18,7 @@ from vramtune.results.frame import runs_frame, to_python
 from vramtune.results.store import Run, RunHeader
 from vramtune.tune.recommend import Recommendation, size_speeds
 from vramtune.units import format_bytes
-from vramtune.views.sweep_table import SHARED_FOOTNOTE
+from vramtune.views.sweep_table import SHARED_FOOTNOTE, unsettled_note
 from vramtune.views.tables import Column, Table
 
 _VERSION_KEYS = ("vramtune", "jax", "jaxlib", "brax", "mujoco_mjx", "playground")
@@ -82,6 +82,8 @@ def report_markdown(run: Run, rec: Recommendation, table: Table,
         lines.append("- CPU backend: memory figures are host RAM (peak RSS), not VRAM")
     if any(r.shared_run for r in run.results):
         lines.append(f"- {SHARED_FOOTNOTE}")
+    if (loose := unsettled_note(run.results)) is not None:
+        lines.append(f"- {loose}")
     lines += ["", table.to_markdown().rstrip("\n"), "",
               f"**{recommendation_line(rec, budget_bytes)}**"]
     return "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ import pandas as pd
 from vramtune import fmt
 from vramtune.records import Purpose, Status, TrialResult, any_gpu
 from vramtune.results.frame import to_python, trials_frame
-from vramtune.tune.recommend import Recommendation, failure_words, under_line
+from vramtune.tune.recommend import RANKED, Recommendation, failure_words, under_line
 from vramtune.units import format_bytes
 from vramtune.views.tables import Column, Table
 
@@ -110,6 +110,21 @@ def _proof_failure(r: TrialResult) -> str:
 
 SHARED_FOOTNOTE = ("shared: the trial ran beside others on the same device; its memory verdict "
                    "holds (its own cap), its steps/s do not (shared compute)")
+
+
+def unsettled_note(results: Sequence[TrialResult]) -> str | None:
+    """A line for the trials whose rate did not settle inside their measuring window
+    (``speed_steady`` False: a 2-core CPU's, mostly): said once under the table, not on every
+    row; None when every rate settled or none says."""
+    ranked = [r for r in results if r.status is Status.OK and r.purpose in RANKED
+              and r.speed_steady is not None]
+    loose = sum(r.speed_steady is False for r in ranked)
+    if not loose:
+        return None
+    return (f"steps/s: {loose} of {len(ranked)} trials' rates did not settle inside their "
+            f"measuring window and are taken as measured (steps/s ±%: their spread; "
+            f"n/a under 6 intervals); a close call between sizes is measured again, "
+            f"interleaved")
 
 
 def _columns(gpu: bool, capped: bool, ci: bool) -> tuple[Column, ...]:

@@ -135,3 +135,16 @@ def test_a_confirming_run_over_a_larger_headroom_says_so():
     tight = choose(rows, 10**9, 0.99)
     assert tight.chosen is None
     assert row_reason(proof, tight) == "confirming run, 56 training steps: over the headroom line"
+
+
+def test_rates_that_did_not_settle_are_said_once_under_the_table():
+    from dataclasses import replace
+
+    from vramtune.records import Purpose
+    from vramtune.views.sweep_table import unsettled_note
+    settled = replace(trial(128, 700, 21_000.0), speed_steady=True)
+    loose = replace(trial(256, 760, 27_000.0), speed_steady=False)
+    proof = replace(loose, purpose=Purpose.CONFIRM)  # a proof's rate is not ranked
+    assert unsettled_note([settled, trial(512, 800, 1.0)]) is None  # older records: unknown
+    note = unsettled_note([settled, loose, proof, trial(1024, None, None, Status.OOM)])
+    assert note is not None and note.startswith("steps/s: 1 of 2 trials' rates did not settle")
