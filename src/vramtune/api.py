@@ -439,7 +439,7 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
 def load_runs(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     """Saved sweeps as one pandas DataFrame, one row per trial, units in column names;
     unmeasured figures are <NA>, never 0."""
-    items = [paths] if isinstance(paths, str | Path) else list(paths)
+    items = _run_paths(paths)
     if not items:
         raise UserError("load_runs needs at least one run directory")
     return runs_frame([load_run(p) for p in items])
@@ -462,7 +462,7 @@ def emit_config(run_dirs: str | Path | Sequence[str | Path], *,
     """Tuned configs from measured trials only, one per budget (None: the sweep's own cap),
     chosen with ``objective`` (None: the sweeps' own, else throughput).
     Pure: nothing is written; the CLI decides where the texts go."""
-    items = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
+    items = _run_paths(run_dirs)
     return _emit([load_run(d) for d in items], gpu_mem=gpu_mem, objective=objective,
                  headroom=headroom, format=format, num_timesteps=num_timesteps,
                  hydra_prefix=hydra_prefix)
@@ -471,8 +471,20 @@ def emit_config(run_dirs: str | Path | Sequence[str | Path], *,
 def expand_runs(paths: str | Path | Sequence[str | Path]) -> list[Path]:
     """Run directories, with a parent directory (a mixed-cluster sweep's) standing for the
     runs under it."""
-    items = [paths] if isinstance(paths, str | Path) else list(paths)
-    return [run for item in items for run in find_runs(item)]
+    return [run for item in _run_paths(paths) for run in find_runs(item)]
+
+
+def _run_paths(paths: object) -> list[str | Path]:
+    """A run directory or a sequence of them, as given to the API; anything else (a number,
+    None, a mapping) is one line, not a TypeError from deep inside."""
+    if isinstance(paths, str | Path):
+        return [paths]
+    items = list(paths) if isinstance(paths, Sequence) else None
+    if items is None or any(not isinstance(p, str | Path) for p in items):
+        bad = paths if items is None else next(p for p in items if not isinstance(p, str | Path))
+        raise UserError(f"expected a run directory (str or Path) or a list of them, got "
+                        f"{type(bad).__name__} {str(bad)[:40]!r}")
+    return items
 
 
 def runs_by_card(paths: str | Path | Sequence[str | Path]) -> dict[str, list[Run]]:

@@ -98,3 +98,12 @@ def test_an_interrupted_sweep_with_nothing_fitting_claims_no_edge(tmp_path):
         assert "does not fit even at num_envs=128" in notice
     finally:
         prepared.release()
+
+
+@pytest.mark.parametrize("paths", [42, [42], None, {"a": 1}, ["run", 3.5]])
+def test_run_directories_of_the_wrong_type_are_one_line(paths):
+    from vramtune.api import emit_config, expand_runs, load_runs
+
+    for call in (load_runs, expand_runs, emit_config):
+        with pytest.raises(UserError, match="expected a run directory"):
+            call(paths)
