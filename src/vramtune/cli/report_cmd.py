@@ -16,7 +16,7 @@ from vramtune.cli.tables import WIDE_HELP, compare_rich, rich_table, sweep_rich
 from vramtune.errors import UserError
 from vramtune.results.store import Run
 from vramtune.tune.recommend import Objective
-from vramtune.units import parse_percent
+from vramtune.units import both_units, parse_percent
 from vramtune.views import runs as cmp
 from vramtune.views.configs import cards_markdown, cards_table
 from vramtune.views.plot import plot_format, plot_run
@@ -83,7 +83,9 @@ def report(
         sys.stdout.write(cmp.report_markdown(run, rec, table, h.budget_bytes, headroom_fraction))
     else:
         console.print(f"run: {escape(cmp.run_description(run))}")
-        title = (f"{h.profile_name}: headroom {headroom_fraction:.0%}, objective {objective}")
+        budget = both_units(h.budget_bytes) if h.budget_bytes else "none"
+        title = (f"{h.profile_name}: budget {budget}, headroom {headroom_fraction:.0%}, "
+                 f"objective {objective}")
         if len(table):
             console.print(sweep_rich(table, title=title, wide=wide), crop=False)
         else:

@@ -35,7 +35,7 @@ from vramtune.results.store import RESULTS_FILE
 from vramtune.tune.planner import SearchMethod
 from vramtune.tune.recommend import Recommendation
 from vramtune.tune.sweep import PreparedSweep
-from vramtune.units import budget_label, format_bytes
+from vramtune.units import both_units, budget_label, format_bytes
 from vramtune.views.configs import cards_table
 from vramtune.views.runs import chosen_summary
 from vramtune.views.sweep_json import summary
@@ -196,7 +196,7 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
         return 0 if rec.chosen else 1
     table = sweep_table(state.results, rec, config.budget_bytes)
     gpu = any_gpu(state.results)
-    shown_budget = format_bytes(config.budget_bytes) if config.budget_bytes else "none"
+    shown_budget = both_units(config.budget_bytes) if config.budget_bytes else "none"
     title = (f"{config.profile.name}: budget {shown_budget}"
              f", headroom {config.headroom_fraction:.0%}, objective {objective}")
     if prepared.label:

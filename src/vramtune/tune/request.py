@@ -35,7 +35,7 @@ from vramtune.machine import compile_cache_dir
 from vramtune.records import MAX_PARALLEL, Objective
 from vramtune.results.store import RunHeader, run_directory
 from vramtune.tune.planner import SearchMethod, SearchSpace, keeps_base_unrolls
-from vramtune.units import format_bytes, headroom_limit_bytes
+from vramtune.units import budget_label, headroom_limit_bytes
 from vramtune.workload.pickled import is_pickled, profile_from_user, with_saved_factory
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
 
@@ -180,7 +180,7 @@ def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:
                         f"measured with ({header.profile_name}); start a new sweep instead")
     if r.budget_bytes is not None and r.budget_bytes != header.budget_bytes:
         raise UserError(f"--gpu-mem differs from the budget {where} was measured with "
-                        f"({format_bytes(header.budget_bytes)}); start a new sweep instead")
+                        f"({budget_label(header.budget_bytes)}); start a new sweep instead")
     if r.headroom_fraction is not None \
             and abs(r.headroom_fraction - header.headroom_fraction) > 1e-9:
         # Its trials ran under budget x (1 - its headroom): another headroom is another

@@ -17,7 +17,7 @@ from vramtune.records import any_gpu, memory_kind
 from vramtune.results.frame import runs_frame, to_python
 from vramtune.results.store import Run, RunHeader
 from vramtune.tune.recommend import Recommendation, size_speeds
-from vramtune.units import format_bytes
+from vramtune.units import both_units, format_bytes
 from vramtune.views.sweep_table import SHARED_FOOTNOTE, unsettled_note
 from vramtune.views.tables import Column, Table
 
@@ -42,7 +42,7 @@ def run_description(run: Run) -> str:
     """One line: where, what, with which versions and budget."""
     h = run.header
     backend = "GPU" if run_is_gpu(run) else "CPU backend"
-    budget = format_bytes(h.budget_bytes) if h.budget_bytes else "no budget"
+    budget = both_units(h.budget_bytes) if h.budget_bytes else "no budget"
     return (f"{h.profile_name} ({h.profile_hash}) on {h.device} [{backend}], {budget} "
             f"{run_memory_kind(run)}; {versions_text(h.versions)}; created {h.created}")
 
@@ -74,7 +74,7 @@ def report_markdown(run: Run, rec: Recommendation, table: Table,
                     budget_bytes: int | None, headroom_fraction: float) -> str:
     """The sweep's comparison table with a heading and the recommendation, for a PR or wiki."""
     h = run.header
-    budget = format_bytes(budget_bytes) if budget_bytes else "none"
+    budget = both_units(budget_bytes) if budget_bytes else "none"
     lines = [f"### vramtune report: `{h.profile_name}` on {h.device}", "",
              f"- run: {run_description(run)}",
              f"- budget {budget}, headroom {headroom_fraction:.0%}, objective {rec.objective}"]
