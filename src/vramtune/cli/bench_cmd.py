@@ -85,9 +85,10 @@ def bench_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
 ) -> None:
-    """Run repeated trials and compare them with a stored baseline, in four tiers: XLA's
+    """Run repeated trials and compare them with a stored baseline, in five tiers: XLA's
     compile-time figures, instructions per env step (the CPU's counter), measured peak
-    memory, and steps per CPU second.
+    memory, steps per CPU second, and status (a size that fitted and now runs out of
+    memory under --gpu-mem).
 
     Exit 0: no regression. 1: a regression (or a trial failed where the baseline's was ok).
     2: usage error (bad flag, missing or damaged baseline, baseline from another machine).
