@@ -397,9 +397,30 @@ def results_path(directory: str | Path) -> Path:
     if not str(directory).strip():
         raise UserError("the run directory is empty: name a sweep's run directory")
     if not usable:
+        below = _runs_below(Path(directory))
+        where = (f"; it holds {len(below)} run{'s' if len(below) > 1 else ''} one level down: "
+                 f"name one, such as {below[0]}" if below else "")
         raise UserError(f"no results at {directory}: expected a run directory holding "
-                        f"{RESULTS_FILE}")
+                        f"{RESULTS_FILE}{where}")
     return path
+
+
+def _runs_below(path: Path, limit: int = 10_000) -> list[Path]:
+    """Run directories one level under ``path`` (a mixed-cluster sweep's parent, a folder
+    of sweeps), sorted; [] where it is no folder or cannot be read. Bounded: a huge folder
+    is not scanned to its end for an error message."""
+    try:
+        if not path.is_dir():
+            return []
+        found = []
+        for i, d in enumerate(path.iterdir()):
+            if i >= limit:
+                break
+            if (d / RESULTS_FILE).is_file():
+                found.append(d)
+        return sorted(found)
+    except (OSError, ValueError):
+        return []
 
 
 def find_runs(directory: str | Path) -> list[Path]:

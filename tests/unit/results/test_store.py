@@ -273,3 +273,18 @@ def test_a_lone_surrogate_in_a_header_is_named_as_such(tmp_path):
     _with_header(tmp_path, gpu_name="\ud800")
     with pytest.raises(UserError, match="not valid Unicode"):
         load_run(tmp_path)
+
+
+def test_a_folder_of_runs_given_as_a_run_names_one_of_them(tmp_path):
+    from vramtune.results.store import RESULTS_FILE, results_path
+
+    for name in ("b", "a"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / RESULTS_FILE).write_text("")
+    (tmp_path / "runs" / "not-a-run").mkdir()
+    with pytest.raises(UserError, match=r"it holds 2 runs one level down: name one, such as "
+                                        + str(tmp_path / "runs" / "a")):
+        results_path(tmp_path / "runs")
+    with pytest.raises(UserError) as plain:
+        results_path(tmp_path / "runs" / "not-a-run")
+    assert "one level down" not in str(plain.value)
