@@ -16,8 +16,8 @@ from typing import Any
 from vramtune.errors import UserError, quoted
 from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult, any_gpu, memory_kind
 from vramtune.results.store import Run
-from vramtune.tune.recommend import Recommendation
-from vramtune.units import format_bytes
+from vramtune.tune.recommend import RANKED, Recommendation, size_speeds
+from vramtune.units import both_units, format_bytes
 
 MISSING_MATPLOTLIB = ("plotting needs matplotlib, which is not installed: "
                       "pip install 'vramtune[plot]'")
@@ -103,7 +103,7 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
     fig = figure(figsize=(9, 7.5), dpi=110)
     ax_mem, ax_speed = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     h = run.header
-    budget_text = f"budget {format_bytes(budget_bytes)} {kind}" if budget_bytes else "no budget"
+    budget_text = f"budget {both_units(budget_bytes)} {kind}" if budget_bytes else "no budget"
     fig.suptitle(f"{h.profile_name} on {h.device}\n{budget_text}, headroom {headroom_fraction:.0%}, "
                  f"objective {rec.objective}", fontsize=11,
                  parse_math=False)  # names from the file: a '$' is text, not mathtext
@@ -137,15 +137,30 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
         ax_speed.annotate(str(r.status).upper(), (r.num_envs, 0.5), xycoords=("data", "axes fraction"),
                           rotation=90, ha="right", va="center", color=colour, fontsize=9)
 
+    # One rate per size, as the pick weighs it (its runs alone pooled, a disturbed run set
+    # aside): a line through every run would zig-zag between a size's runs, and quote the
+    # disturbed one as the size's. Each run is a faint dot; a set-aside run a grey cross.
+    aside = {id(r) for r, _ in rec.set_aside}
     ok = [r for r in results if r.status is Status.OK and r.steps_per_s is not None]
-    if ok:
-        ax_speed.plot([r.num_envs for r in ok], [r.steps_per_s for r in ok], "-o",
-                      color="tab:green", markersize=5, label="steps/s (median, compile excluded)")
-        low = [r.steps_per_s_min for r in ok]
-        high = [r.steps_per_s_max for r in ok]
-        if all(v is not None for v in low + high):
-            ax_speed.fill_between([r.num_envs for r in ok], low, high, color="tab:green",
-                                  alpha=0.15, label="min-max over intervals")
+    kept = [r for r in ok if id(r) not in aside]
+    speeds = size_speeds(results)
+    if kept:
+        ax_speed.plot([r.num_envs for r in kept], [r.steps_per_s for r in kept], "o",
+                      color="tab:green", alpha=0.35, markersize=4,
+                      label="each run (its median, compile excluded)")
+    if speeds:
+        ns = sorted(speeds)
+        ax_speed.plot(ns, [speeds[n] for n in ns], "-o", color="tab:green", markersize=5,
+                      label="steps/s per size (its runs alone, pooled)")
+        band = [_spread([r for r in kept if r.num_envs == n and r.purpose in RANKED
+                         and not r.shared_run]) for n in ns]
+        if all(b is not None for b in band):
+            ax_speed.fill_between(ns, [b[0] for b in band if b], [b[1] for b in band if b],
+                                  color="tab:green", alpha=0.15, label="min-max over intervals")
+    set_aside = [r for r in ok if id(r) in aside]
+    if set_aside:
+        ax_speed.plot([r.num_envs for r in set_aside], [r.steps_per_s for r in set_aside], "x",
+                      color="tab:gray", markersize=8, label="set aside: a disturbed run")
 
     c = rec.chosen
     if c is not None:
@@ -188,6 +203,15 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
                          fontsize=9, color="dimgray")
     fig.tight_layout()
     return fig
+
+
+def _spread(runs: Sequence[TrialResult]) -> tuple[float, float] | None:
+    """The slowest and fastest interval over a size's runs; None where one is unknown."""
+    lows = [r.steps_per_s_min for r in runs]
+    highs = [r.steps_per_s_max for r in runs]
+    if not runs or any(v is None for v in lows + highs):
+        return None
+    return min(v for v in lows if v is not None), max(v for v in highs if v is not None)
 
 
 def _thousands() -> Any:
