@@ -10,8 +10,9 @@ and warnings go to the "vramtune" logger as well as to ``on_event``.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -474,14 +475,17 @@ def expand_runs(paths: str | Path | Sequence[str | Path]) -> list[Path]:
     return [run for item in _run_paths(paths) for run in find_runs(item)]
 
 
-def _run_paths(paths: object) -> list[str | Path]:
-    """A run directory or a sequence of them, as given to the API; anything else (a number,
-    None, a mapping) is one line, not a TypeError from deep inside."""
-    if isinstance(paths, str | Path):
+def _run_paths(paths: object) -> list[str | os.PathLike]:
+    """A run directory or any iterable of them (a list, a glob's generator, a Series), as
+    given to the API; anything else (a number, None, a mapping, bytes) is one line, not a
+    TypeError from deep inside."""
+    if isinstance(paths, str | os.PathLike):
         return [paths]
-    items = list(paths) if isinstance(paths, Sequence) else None
-    if items is None or any(not isinstance(p, str | Path) for p in items):
-        bad = paths if items is None else next(p for p in items if not isinstance(p, str | Path))
+    items = (list(paths) if isinstance(paths, Iterable)
+             and not isinstance(paths, bytes | Mapping) else None)
+    if items is None or any(not isinstance(p, str | os.PathLike) for p in items):
+        bad = paths if items is None else next(p for p in items
+                                               if not isinstance(p, str | os.PathLike))
         raise UserError(f"expected a run directory (str or Path) or a list of them, got "
                         f"{type(bad).__name__} {str(bad)[:40]!r}")
     return items

@@ -100,10 +100,19 @@ def test_an_interrupted_sweep_with_nothing_fitting_claims_no_edge(tmp_path):
         prepared.release()
 
 
-@pytest.mark.parametrize("paths", [42, [42], None, {"a": 1}, ["run", 3.5]])
+@pytest.mark.parametrize("paths", [42, [42], None, {"a": 1}, ["run", 3.5], b"run"])
 def test_run_directories_of_the_wrong_type_are_one_line(paths):
     from vramtune.api import emit_config, expand_runs, load_runs
 
     for call in (load_runs, expand_runs, emit_config):
         with pytest.raises(UserError, match="expected a run directory"):
             call(paths)
+
+
+def test_run_directories_may_come_from_any_iterable(tmp_path):
+    from vramtune.api import _run_paths
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    assert sorted(_run_paths(tmp_path.glob("*"))) == [tmp_path / "a", tmp_path / "b"]
+    assert _run_paths({"x"}) == ["x"] and _run_paths(("x", tmp_path)) == ["x", tmp_path]

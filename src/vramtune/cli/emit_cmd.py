@@ -34,14 +34,18 @@ def newest_run(base: Path = RUNS_DIR) -> Path:
     mixed-cluster sweep's parent (one run per card under it), by its newest run."""
     written: dict[Path, tuple[float, str]] = {}
     try:
-        for d in (base.iterdir() if base.is_dir() else ()):
+        entries = list(base.iterdir()) if base.is_dir() else []
+    except OSError as exc:
+        raise UserError(f"./{base}/: cannot read it ({exc.strerror or exc})") from None
+    for d in entries:
+        try:  # an entry that cannot be read is no run; the others still are
             files = ([d / RESULTS_FILE] if (d / RESULTS_FILE).is_file() else
                      [s / RESULTS_FILE for s in d.iterdir() if (s / RESULTS_FILE).is_file()]
                      if d.is_dir() else [])
             if files:
                 written[d] = (max(f.stat().st_mtime for f in files), d.name)
-    except OSError as exc:
-        raise UserError(f"./{base}/: cannot read it ({exc.strerror or exc})") from None
+        except OSError:
+            continue
     if not written:
         raise UserError(f"no RUN_DIR given and no run under ./{base}/: run `vramtune sweep` first "
                         f"or name a run directory")

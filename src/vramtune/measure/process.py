@@ -44,9 +44,18 @@ class _Delivers:
             self.on_event(event)
         except Exception as e:  # any error of the caller's code
             self.on_event = None
-            warnings.warn(f"vramtune: the event callback raised {type(e).__name__}: {e}; no "
-                          f"more events from this trial, its measurement goes on",
-                          RuntimeWarning, stacklevel=2)
+            callback_failed(e)
+
+
+def callback_failed(error: Exception) -> None:
+    """Say once that a caller's event callback raised and was dropped; never raise from a
+    capture thread, not even under ``-W error``."""
+    try:
+        warnings.warn(f"vramtune: the event callback raised {type(error).__name__}: {error}; "
+                      f"it gets no more events from this trial, whose measurement goes on",
+                      RuntimeWarning, stacklevel=3)
+    except Exception:  # a warnings filter set to error: the thread must still live
+        pass
 
 
 class Reader(_Delivers, threading.Thread):

@@ -342,6 +342,7 @@ class RunningTrial:
                 proc.stdin.write(f"{spec_path}\n".encode())
                 proc.stdin.flush()
             except OSError:  # it died after the check (a broken pipe): a fresh child instead
+                reader.on_event = None  # its leftover output is not this trial's
                 standby.close()
                 standby = None
             else:

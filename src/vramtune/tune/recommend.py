@@ -334,23 +334,46 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
                           highest, runs, set_aside, chosen_rates)
 
 
-def size_speeds(results: Iterable[TrialResult]) -> dict[int, float]:
-    """Each size's steps/s as the pick weighs it: the median over every interval of its
-    ranked runs alone (search trials, re-measures), with a disturbed run set aside
-    (``_disturbed``). Sizes with no such run are left out: a caller falls back to what it
-    has (a proof run's rate), never to 0."""
+def _ranked_by_size(results: Iterable[TrialResult]) -> dict[int, list[TrialResult]]:
     by_size: dict[int, list[TrialResult]] = {}
     for r in results:
         if (r.purpose in RANKED and r.status is Status.OK and not r.shared_run
                 and r.steps_per_s):
             by_size.setdefault(r.num_envs, []).append(r)
-    aside = {id(x) for x, _ in _disturbed(by_size, ())}
+    return by_size
+
+
+def disturbed_runs(results: Iterable[TrialResult]) -> tuple[TrialResult, ...]:
+    """Every size's disturbed run (``_disturbed``) among all ranked runs, whether the size
+    could be picked or not (a view's, beside ``Recommendation.set_aside``)."""
+    return tuple(r for r, _ in _disturbed(_ranked_by_size(results), ()))
+
+
+def size_speeds(results: Iterable[TrialResult]) -> dict[int, float]:
+    """Each size's steps/s from its ranked runs alone (search trials, re-measures): the
+    median over every interval, a disturbed run set aside (``_disturbed``). Sizes with no
+    such run are left out: a caller falls back to what it has, never to 0. Without a pick's
+    drift check: ``weighed_speeds`` where there is a pick."""
+    results = list(results)
+    by_size = _ranked_by_size(results)
+    aside = {id(x) for x in disturbed_runs(results)}
     out = {}
     for n, rs in sorted(by_size.items()):
-        kept = [r for r in rs if id(r) not in aside]
-        median = size_rates(n, kept).median
+        median = size_rates(n, [r for r in rs if id(r) not in aside]).median
         if median:
             out[n] = median
+    return out
+
+
+def weighed_speeds(rec: Recommendation, results: Iterable[TrialResult]) -> dict[int, float]:
+    """Each size's steps/s as this pick weighed it: the comparison's rate where the size was
+    compared (after a drift in the machine's speed, its runs since), the pick's own pooled
+    rate under another objective, else ``size_speeds`` (a size past the boundary)."""
+    out = size_speeds(results)
+    if rec.chosen_rates is not None and rec.chosen_rates.median:
+        out[rec.chosen_rates.num_envs] = rec.chosen_rates.median
+    if rec.speed is not None:
+        out.update({n: r.median for n, r in rec.speed.rates.items() if r.median})
     return out
 
 

@@ -107,13 +107,6 @@ class SweepRequest:
         check_int(self.refine, "--refine", 0, MAX_REFINE)
         check_timeout(self.timeout_s)
         check_int(self.confirm_steps, "--confirm-steps", 1, MAX_TRAINING_STEPS)
-        # Flags that contradict each other are refused, not one of them silently dropped
-        if self.confirm is False and self.confirm_steps is not None:
-            raise UserError("--confirm-steps sets the confirming run's length and --no-confirm "
-                            "runs none: drop one of them")
-        if self.resume is not None and self.out is not None:
-            raise UserError(f"--resume continues {self.resume} in its own folder and --out "
-                            f"names a new one: drop --out (or --resume, for a new sweep)")
         as_devices(self.devices)
         object.__setattr__(self, "parallel", as_parallel(self.parallel))  # 'AUTO' -> 'auto'
         if self.executor is not None and self.executor not in EXECUTORS:
@@ -142,6 +135,14 @@ class SweepRequest:
         dict, whose ``env`` may be a callable defined in the calling notebook or script."""
         if isinstance(profile, Mapping):
             profile = profile_from_user(profile)
+        # Flags the user gave that contradict each other are refused, not one silently
+        # dropped (here, not in __post_init__: a resume fills confirm_steps from its header)
+        if confirm is False and confirm_steps is not None:
+            raise UserError("--confirm-steps sets the confirming run's length and --no-confirm "
+                            "runs none: drop one of them")
+        if resume is not None and out is not None:
+            raise UserError(f"--resume continues {resume} in its own folder and --out names a "
+                            f"new one: drop --out (or --resume, for a new sweep)")
         return cls(profile=profile, budget_bytes=as_cap(gpu_mem),
                    headroom_fraction=as_fraction(headroom), start=start, max_envs=max_envs,
                    refine=refine, objective=as_objective(objective), out=as_path(out, "--out"),

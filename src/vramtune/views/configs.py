@@ -19,7 +19,7 @@ from vramtune.measure.cap import DEFAULT_GPU_FRACTION
 from vramtune.records import Objective, Status, TrialResult
 from vramtune.schema import printable
 from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
-from vramtune.tune.recommend import Recommendation, size_speeds
+from vramtune.tune.recommend import Recommendation, weighed_speeds
 from vramtune.units import both_units, budget_label, format_bytes
 from vramtune.views.sweep_table import row_reason
 from vramtune.views.tables import Column, Table
@@ -119,12 +119,12 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
     # One line per other size: its rate as the pick weighs it (its runs alone pooled, a
     # disturbed run set aside), not that of the record standing for its peak; the chosen
     # size is the lines above, whichever of its records stands for it.
-    speeds = size_speeds(source.every_result or source.results)
+    speeds = weighed_speeds(rec, source.every_result or source.results)
     for r in emission.sizes or source.results:
         if r.num_envs != chosen.num_envs:
+            rate = speeds.get(r.num_envs, r.steps_per_s) if r.status is Status.OK else r.steps_per_s
             lines.append(f"  num_envs={r.num_envs}: {r.status}, peak {format_bytes(r.peak_bytes)}, "
-                         f"{fmt.rate(speeds.get(r.num_envs, r.steps_per_s))} steps/s: "
-                         f"{_size_reason(r, emission.recommendation)}")
+                         f"{fmt.rate(rate)} steps/s: {_size_reason(r, emission.recommendation)}")
     versions = ", ".join(f"{k} {v}" for k, v in chosen.versions.items()
                          if k in ("jax", "jaxlib", "brax", "mujoco", "playground"))
     lines += [f"measured on {source.device} ({chosen.backend or fmt.NA}, "

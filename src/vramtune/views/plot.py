@@ -16,7 +16,7 @@ from typing import Any
 from vramtune.errors import UserError, quoted
 from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult, any_gpu, memory_kind
 from vramtune.results.store import Run
-from vramtune.tune.recommend import RANKED, Recommendation, size_speeds
+from vramtune.tune.recommend import RANKED, Recommendation, disturbed_runs, weighed_speeds
 from vramtune.units import both_units, format_bytes
 
 MISSING_MATPLOTLIB = ("plotting needs matplotlib, which is not installed: "
@@ -140,10 +140,10 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
     # One rate per size, as the pick weighs it (its runs alone pooled, a disturbed run set
     # aside): a line through every run would zig-zag between a size's runs, and quote the
     # disturbed one as the size's. Each run is a faint dot; a set-aside run a grey cross.
-    aside = {id(r) for r, _ in rec.set_aside}
+    aside = {id(r) for r in (*(r for r, _ in rec.set_aside), *disturbed_runs(results))}
     ok = [r for r in results if r.status is Status.OK and r.steps_per_s is not None]
     kept = [r for r in ok if id(r) not in aside]
-    speeds = size_speeds(results)
+    speeds = weighed_speeds(rec, results)
     if kept:
         ax_speed.plot([r.num_envs for r in kept], [r.steps_per_s for r in kept], "o",
                       color="tab:green", alpha=0.35, markersize=4,

@@ -13,10 +13,10 @@ import json
 import pandas as pd
 
 from vramtune import fmt
-from vramtune.records import any_gpu, memory_kind
+from vramtune.records import Status, any_gpu, memory_kind
 from vramtune.results.frame import runs_frame, to_python
 from vramtune.results.store import Run, RunHeader
-from vramtune.tune.recommend import Recommendation, size_speeds
+from vramtune.tune.recommend import Recommendation, choose, weighed_speeds
 from vramtune.units import both_units, format_bytes
 from vramtune.views.sweep_table import SHARED_FOOTNOTE, unsettled_note
 from vramtune.views.tables import Column, Table
@@ -105,8 +105,8 @@ def _ratio(b: pd.Series, a: pd.Series) -> pd.Series:
 def compare_frame(a: Run, b: Run) -> pd.DataFrame:
     """Two runs lined up by num_envs, one record per size on each side (``one_per_size``:
     its status and peak); steps/s is the size's rate as the pick weighs it
-    (``recommend.size_speeds``: its runs alone pooled, a disturbed run set aside), not the
-    rate of whichever run held the highest peak, else that run's own (a proof run's)."""
+    (``recommend.weighed_speeds``: its runs alone pooled, a disturbed run set aside), not
+    the rate of whichever run held the highest peak, else that run's own (a proof run's)."""
     keep = ["num_envs", "status", "peak_bytes", "steps_per_s"]
     both = _per_size(a)[keep].merge(_per_size(b)[keep], on="num_envs", how="outer",
                                     sort=True, suffixes=("_a", "_b"))
@@ -121,11 +121,15 @@ def compare_frame(a: Run, b: Run) -> pd.DataFrame:
 
 
 def _per_size(run: Run) -> pd.DataFrame:
+    """One row per size; where the record standing for it ran ok, the size's rate as the
+    run's own pick weighs it (``weighed_speeds``: its budget and headroom)."""
     frame = runs_frame(run, per_size=True)
-    speeds = size_speeds(run.results)
+    h = run.header
+    speeds = weighed_speeds(choose(run.results, h.budget_bytes, h.headroom_fraction),
+                            run.results)
     frame["steps_per_s"] = pd.array(
-        [speeds.get(int(n), s) for n, s in
-         zip(frame["num_envs"], to_python(frame["steps_per_s"]), strict=True)],
+        [speeds.get(int(n), s) if status == str(Status.OK) else s for n, s, status in
+         zip(frame["num_envs"], to_python(frame["steps_per_s"]), frame["status"], strict=True)],
         dtype=frame["steps_per_s"].dtype)
     return frame
 

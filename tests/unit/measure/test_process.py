@@ -50,6 +50,18 @@ def test_a_callback_that_raises_is_dropped_and_the_output_still_read():
     assert tail == ["Out of memory allocating 5 bytes"]
 
 
+def test_a_callback_that_raises_under_warnings_as_errors_still_leaves_the_reader_alive():
+    import warnings
+
+    def fails(event):
+        raise ValueError("x")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tail = _read((encode_event(phase="importing") + "\nlast\n").encode(), fails)
+    assert tail == ["last"]
+
+
 def test_short_lines_are_kept_whole():
     assert _read(b"one\n" + b"x" * (2 * TAIL_LINE_CHARS) + b"\n") == ["one",
                                                                       "x" * (2 * TAIL_LINE_CHARS)]

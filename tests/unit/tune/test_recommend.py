@@ -417,3 +417,19 @@ def test_every_objective_sets_a_disturbed_run_aside_and_quotes_the_kept_rate(tmp
         assert rec.chosen.num_envs == 448 and round(rec.steady_steps_per_s) == 27_222
         assert rec.chosen is not rec.set_aside[0][0]
     assert round(size_speeds(run.results)[448]) == 27_222  # compare's rate for the size
+
+
+def test_views_quote_a_size_at_the_rate_its_pick_weighed_after_a_drift():
+    """128 read 15.6k, 704 13.5k; 128's proof then read 12.7k (the machine slowed) and both
+    ran again alone: the pick compares them on the runs since (12.6k against 13.4k), and a
+    view must quote those, not every run pooled (14.1k for 128, as if it were the faster)."""
+    from vramtune.records import Purpose
+    from vramtune.tune.recommend import size_speeds, weighed_speeds
+
+    runs = [_timed(128, 15_600), _timed(704, 13_500), _timed(128, 12_700, Purpose.CONFIRM),
+            _timed(128, 12_600, Purpose.ALONE), _timed(704, 13_400, Purpose.ALONE)]
+    rec = choose(runs, 4 * GB, 0.1)
+    weighed = weighed_speeds(rec, runs)
+    assert weighed == {n: rec.speed.rates[n].median for n in (128, 704)}
+    assert weighed[704] > weighed[128] and rec.chosen.num_envs == 704
+    assert size_speeds(runs)[128] > size_speeds(runs)[704]  # pooled, drift unseen

@@ -76,6 +76,13 @@ def test_flags_that_contradict_each_other_are_refused(options, words):
     SweepRequest.parse(resume="runs/a")
 
 
+def test_a_run_swept_with_confirm_steps_resumes_without_a_proof():
+    # the header's confirm_steps fills the request: not a flag the user gave beside --no-confirm
+    request = SweepRequest.parse(resume="runs/a", confirm=False)
+    resumed = reconcile(request, _header(confirm_steps=200, confirm=True))
+    assert resumed.confirm is False
+
+
 def _header(**search) -> RunHeader:
     prof = load_profile("quick")
     return RunHeader(profile_name=prof.name, profile_hash=prof.hash, profile=prof.to_dict(),

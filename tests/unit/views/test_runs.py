@@ -166,3 +166,18 @@ def test_the_recommended_line_quotes_the_rate_the_pick_weighed_not_its_fastest_r
     assert rec.speed_line.startswith("steady 12,850 (95% interval")
     alone = choose(rows[:2], 1_100_000_000, 0.1)  # one run: its own figure, no words
     assert "13,351 steps/s, peak" in cmp.recommendation_line(alone, 1_100_000_000)
+
+
+def test_compare_quotes_each_size_at_its_pooled_rate_and_a_failed_size_at_none():
+    """Two runs of 256 (27.0k, then 25.0k alone) read as their pooled rate, not the rate of
+    the run that held the higher peak; 512's failed repeat stands for it: no rate beside oom."""
+    from dataclasses import replace
+
+    from vramtune.records import Purpose
+
+    again = replace(cpu_trial(256, 770.0, 25_000.0), purpose=Purpose.ALONE)
+    failed = replace(cpu_trial(512, None, None, Status.OOM), purpose=Purpose.REPEAT)
+    run = Run(Path("runs/again"), header(1_100_000_000), (*CPU_RUN.results, again, failed))
+    frame = cmp.compare_frame(run, CPU_RUN).set_index("num_envs")
+    assert frame.loc[256, "steps_per_s_a"] == 26_024.85  # the median of the two runs
+    assert frame.loc[512, "status_a"] == "oom" and pd.isna(frame.loc[512, "steps_per_s_a"])
