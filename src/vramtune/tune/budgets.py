@@ -124,14 +124,18 @@ def _distinct(runs: Sequence[Run]) -> list[Run]:
     of its trials would count twice: twice the runs behind a peak, twice the intervals
     behind a rate, an interval twice as narrow as measured."""
     seen: dict[Path, Run] = {}
-    began: dict[tuple[str, str, str], Run] = {}
+    began: dict[tuple[object, ...], Run] = {}
     for run in runs:
         where = Path(os.path.realpath(run.directory))
         if where in seen:
             continue
         seen[where] = run
         h = run.header
-        key = (h.created, str(h.machine.get("hostname", "")), h.profile_hash)
+        # what a copy shares and two sweeps begun in the same second (a script starting one
+        # per budget or per card) do not: their settings, their first trial's time
+        first = run.results[0].timestamp if run.results else None
+        key = (h.created, str(h.machine.get("hostname", "")), h.profile_hash, h.budget_bytes,
+               h.headroom_fraction, h.device, str(h.search.get("gpu_type")), first)
         if h.created and key in began:
             raise UserError(f"{began[key].directory} and {run.directory} hold the same sweep "
                             f"(begun {h.created} on the same machine; a copy?): its trials "

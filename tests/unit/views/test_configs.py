@@ -404,3 +404,11 @@ def test_one_sweep_in_two_folders_is_refused_and_one_folder_named_twice_counted_
     once = merge_runs([load_run(a)])
     twice = merge_runs([load_run(a), load_run(tmp_path / "a" / ".." / "a")])
     assert twice.every_result == once.every_result and twice.directories == once.directories
+
+
+def test_two_sweeps_begun_in_the_same_second_with_other_budgets_are_merged():
+    # a script starting one sweep per budget: same host, profile and second, not a copy
+    bigger = Run(Path("big"), header(budget=24 * GB, gpu=True),
+                 (trial(16384, 17 * 2**30, 950_000.0, gpu=True, budget=24 * GB),))
+    merged = merge_runs([gpu_run(), bigger])
+    assert merged.directories == (gpu_run().directory, Path("big"))
