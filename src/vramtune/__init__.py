@@ -13,7 +13,7 @@ __version__ = "0.2.0.dev0"
 
 _API = ("sweep", "sweep_request", "SweepRequest", "trial", "recommend", "prepare_sweep",
         "run_prepared", "outcome",
-        "load_runs", "emit_config", "verify")
+        "load_runs", "emit_config", "verify", "check", "doctor", "init_profile")
 
 
 def __getattr__(name: str) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from vramtune import yamlio
+from vramtune import machine, paths, yamlio
 from vramtune.compat import require_trainable_stack
 from vramtune.errors import UserError, quoted
 from vramtune.inputs import (
@@ -36,6 +36,8 @@ from vramtune.inputs import (
     check_timeout,
 )
 from vramtune.machine import compile_cache_dir, mem_fraction_var
+from vramtune.measure.doctor import DoctorReport
+from vramtune.measure.doctor import diagnose as diagnose_machine
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import device_cap
 from vramtune.measure.process import EventCallback
@@ -68,16 +70,26 @@ from vramtune.tune.sweep import (
 from vramtune.units import headroom_limit_bytes, parse_percent
 from vramtune.views.configs import HYDRA_TOP_KEYS, ConfigFormat, render
 from vramtune.views.runs import chosen_summary
-from vramtune.workload.configfile import BatchConfig, load_config, normalise_key, settings_block
+from vramtune.workload.configfile import (
+    BatchConfig,
+    Diagnosis,
+    diagnose,
+    load_config,
+    normalise_key,
+    settings_block,
+)
 from vramtune.workload.emitted import emitted_profile
 from vramtune.workload.pickled import profile_from_user
 from vramtune.workload.profile import (
+    NAME_PATTERN,
+    NAME_RULE,
     TYPED_PPO_KEYS,
     Profile,
     load_profile,
     profile_from_dict,
 )
-from vramtune.workload.sources import MANAGED_PPO_KEYS
+from vramtune.workload.sources import BRAX_BACKENDS, MANAGED_PPO_KEYS, parse_source
+from vramtune.workload.starter import render_profile_yaml, starter_profile
 
 ProfileArg = str | Path | Profile | Mapping[str, Any] | SweepRequest | None
 
@@ -400,6 +412,53 @@ def _emitted_blocks(path: Path, batch: BatchConfig) -> tuple[dict[str, Any], dic
         raise UserError(f"{path}: network: must be a mapping of settings, got "
                         f"{type(network).__name__} {str(network)[:40]!r}")
     return ppo, dict(network or {})
+
+
+def check(config_path: str | Path, *, devices: int = 1) -> Diagnosis:
+    """A config file against Brax PPO's batch rules: every rule it breaks and the nearest
+    valid settings (``vramtune check``)."""
+    return diagnose(load_config(config_path), devices)
+
+
+def doctor(*, probe: bool = True) -> DoctorReport:
+    """What this machine gives a sweep: jax, the CUDA plugin, devices, NVML, and (``probe``)
+    whether a capped process is really held to its cap (``vramtune doctor``)."""
+    return diagnose_machine(run_cap_probe=probe)
+
+
+def init_profile(env: str, output: str | Path, *, force: bool = False, name: str | None = None,
+                 backend: str | None = None, on_reading: Callable[[], None] | None = None
+                 ) -> tuple[Profile, str]:
+    """Write a starter profile for ``env`` (brax:<name>, playground:<Name> or
+    package.module:factory) filled from the source's canonical config, and return it as
+    loaded back with where its settings came from (``vramtune init-profile``). Every
+    argument is checked before anything is read or written; ``on_reading`` hears when the
+    slow part (importing the source) begins."""
+    source = parse_source(env)
+    out = Path(output)
+    if backend is not None and source.kind != "brax":
+        raise UserError("--backend applies to brax: sources only")
+    if backend is not None and backend not in BRAX_BACKENDS:
+        raise UserError(f"--backend {backend!r} is not one of {', '.join(BRAX_BACKENDS)}")
+    if name is not None and not NAME_PATTERN.fullmatch(name):
+        raise UserError(f"--name {name!r}: a profile name is {NAME_RULE}")
+    if paths.is_dir(out):
+        raise UserError(f"{out} is a directory")
+    if paths.exists(out) and not force:
+        raise UserError(f"{out} exists; pass --force to overwrite it")
+    if not paths.is_dir(out.parent):
+        raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+    paths.check_writable_file(out, "-o")
+    if on_reading is not None:
+        on_reading()
+    data, origin = starter_profile(env, backend, import_path=str(out.resolve().parent))
+    if name:
+        data["name"] = name
+    profile_from_dict(data, source=str(out))  # never write a file that would not load
+    packages = ("playground", "brax") if source.kind == "playground" else ("brax",)
+    used = {k: v for k, v in machine.versions().items() if k in packages}
+    paths.write_text(out, render_profile_yaml(data, origin, used), "profile")
+    return load_profile(out), origin
 
 
 def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Profile | None = None,

@@ -116,3 +116,23 @@ def test_run_directories_may_come_from_any_iterable(tmp_path):
         (tmp_path / name).mkdir()
     assert sorted(_run_paths(tmp_path.glob("*"))) == [tmp_path / "a", tmp_path / "b"]
     assert _run_paths({"x"}) == ["x"] and _run_paths(("x", tmp_path)) == ["x", tmp_path]
+
+
+def test_check_and_init_profile_are_the_api_the_cli_calls(tmp_path):
+    import vramtune
+
+    config = tmp_path / "train.yaml"
+    config.write_text("ppo:\n  num_envs: 3000\n  batch_size: 256\n  num_minibatches: 8\n")
+    diagnosis = vramtune.check(config)
+    assert not diagnosis.valid and diagnosis.fixes
+    assert vramtune.check(config, devices=1).violations == diagnosis.violations
+
+    out = tmp_path / "ant.yaml"
+    heard = []
+    profile, origin = vramtune.init_profile("brax:ant", out, on_reading=lambda: heard.append(1))
+    assert profile.env == "brax:ant" and out.is_file() and heard == [1] and origin
+    with pytest.raises(UserError, match="exists; pass --force"):
+        vramtune.init_profile("brax:ant", out, on_reading=lambda: heard.append(2))
+    with pytest.raises(UserError, match="--backend applies to brax"):
+        vramtune.init_profile("playground:CartpoleBalance", tmp_path / "c.yaml", backend="mjx")
+    assert heard == [1]  # refused before the slow part began

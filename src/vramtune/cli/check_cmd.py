@@ -6,8 +6,9 @@ from typing import Annotated
 
 import typer
 
+from vramtune import api
 from vramtune.cli.common import console, print_json
-from vramtune.workload.configfile import Diagnosis, PolicyOptions, describe_fix, diagnose, load_config
+from vramtune.workload.configfile import Diagnosis, PolicyOptions, describe_fix
 from vramtune.workload.rules import BRAX_DEFAULTS, BatchShape, ScalingPolicy
 
 
@@ -88,7 +89,7 @@ def check(
     json_out: Annotated[bool, typer.Option("--json", help="Print the diagnosis as JSON.")] = False,
 ) -> None:
     """Check a config against Brax PPO's batch rules. Exit 0 valid, 1 invalid, 2 unreadable."""
-    diagnosis = diagnose(load_config(file), device_count)
+    diagnosis = api.check(file, devices=device_count)
     if json_out:
         print_json(_as_dict(diagnosis))
     else:

@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
+from vramtune import api
 from vramtune.cli.common import print_json
-from vramtune.measure.doctor import DoctorReport, diagnose
+from vramtune.measure.doctor import DoctorReport
 from vramtune.units import NA, format_bytes
 
 
@@ -58,7 +59,7 @@ def doctor(
     probe: Annotated[bool, typer.Option(help="Run the capped probe (a few seconds).")] = True,
 ) -> None:
     """Check jax, the CUDA plugin, devices, NVML and the memory cap with real probes."""
-    report = diagnose(run_cap_probe=probe)
+    report = api.doctor(probe=probe)
     if json_out:
         data = dataclasses.asdict(report)
         data["cap_probe_ok"] = report.cap_probe.ok if report.cap_probe else None

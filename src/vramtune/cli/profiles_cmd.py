@@ -11,19 +11,14 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from vramtune import machine, paths
+from vramtune import api
 from vramtune.cli.common import console, err_console, print_json
-from vramtune.errors import UserError
 from vramtune.workload.profile import (
-    NAME_PATTERN,
-    NAME_RULE,
     Profile,
     builtin_profiles,
     load_profile,
-    profile_from_dict,
 )
 from vramtune.workload.sources import BRAX_BACKENDS, parse_source
-from vramtune.workload.starter import render_profile_yaml, starter_profile
 
 
 def _physics(profile: Profile) -> str:
@@ -78,31 +73,12 @@ def init_profile(
 ) -> None:
     """Write a starter profile filled from the source's canonical config (Playground:
     brax_ppo_config; brax: Brax's published PPO settings; factory: a template)."""
-    source = parse_source(env)
-    if backend is not None and source.kind != "brax":
-        raise UserError("--backend applies to brax: sources only")
-    if backend is not None and backend not in BRAX_BACKENDS:
-        raise UserError(f"--backend {backend!r} is not one of {', '.join(BRAX_BACKENDS)}")
-    if name is not None and not NAME_PATTERN.fullmatch(name):
-        raise UserError(f"--name {name!r}: a profile name is {NAME_RULE}")
-    if paths.is_dir(output):
-        raise UserError(f"{output} is a directory")
-    if paths.exists(output) and not force:
-        raise UserError(f"{output} exists; pass --force to overwrite it")
-    if not paths.is_dir(output.parent):
-        raise UserError(f"cannot write {output}: folder {output.parent} does not exist")
-    paths.check_writable_file(output, "-o")
-    if err_console.is_terminal and not json_out:  # keep piped stderr to the one line an error needs
-        err_console.print(f"[dim]reading the canonical config of {escape(env)}…[/dim]")
-    data, origin = starter_profile(env, backend, import_path=str(output.resolve().parent))
-    if name:
-        data["name"] = name
-    profile_from_dict(data, source=str(output))  # never write a file that would not load
-    packages = ("playground", "brax") if source.kind == "playground" else ("brax",)
-    used = {k: v for k, v in machine.versions().items() if k in packages}
-    text = render_profile_yaml(data, origin, used)
-    paths.write_text(output, text, "profile")
-    profile = load_profile(output)
+    def reading() -> None:  # keep piped stderr to the one line an error needs
+        if err_console.is_terminal and not json_out:
+            err_console.print(f"[dim]reading the canonical config of {escape(env)}…[/dim]")
+
+    profile, origin = api.init_profile(env, output, force=force, name=name, backend=backend,
+                                       on_reading=reading)
     try_it = f"vramtune trial --profile {output} --num-envs {profile.first_size}"
     if json_out:
         print_json({"file": str(output), "name": profile.name, "env": profile.env,
