@@ -13,7 +13,7 @@ import typer
 from vramtune import api, paths
 from vramtune.cli.common import console, err_console, print_json
 from vramtune.errors import UserError
-from vramtune.results.store import RESULTS_FILE, load_run
+from vramtune.results.store import RESULTS_FILE, load_run, runs_below
 from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
 from vramtune.tune.recommend import Objective
 from vramtune.units import SIZE_HELP, budget_label
@@ -40,8 +40,7 @@ def newest_run(base: Path = RUNS_DIR) -> Path:
     for d in entries:
         try:  # an entry that cannot be read is no run; the others still are
             files = ([d / RESULTS_FILE] if (d / RESULTS_FILE).is_file() else
-                     [s / RESULTS_FILE for s in d.iterdir() if (s / RESULTS_FILE).is_file()]
-                     if d.is_dir() else [])
+                     [s / RESULTS_FILE for s in runs_below(d)])
             if files:
                 written[d] = (max(f.stat().st_mtime for f in files), d.name)
         except OSError:

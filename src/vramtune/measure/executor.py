@@ -19,7 +19,7 @@ from vramtune.measure.cap import Cap, plan_cap
 from vramtune.measure.footprint import FootprintProbe
 from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import device_cap
-from vramtune.measure.process import EventCallback, Standby, callback_failed
+from vramtune.measure.process import EventCallback, Standby, call_or_drop
 from vramtune.measure.trial import TrialRequest, invalid_result, run_trial
 from vramtune.measure.wire import Event, TrialPhase
 from vramtune.records import MAX_PARALLEL, PARALLEL_AUTO, Status, TrialResult
@@ -238,14 +238,10 @@ class LocalExecutor:
         def events(event: Event) -> None:  # reader thread: record, never spawn here
             if isinstance(event, TrialPhase):
                 phase["now"] = event.phase
-            if caller[0] is not None:
-                # Its error must not drop this wrapper too (process._Delivers would): the
-                # phase above pauses the standby and the probes while the trial measures.
-                try:
-                    caller[0](event)
-                except Exception as e:  # any error of the caller's code
-                    caller[0] = None
-                    callback_failed(e)
+            # Its error must not drop this wrapper too (process._Delivers would): the phase
+            # above pauses the standby and the probes while the trial measures.
+            if caller[0] is not None and not call_or_drop(caller[0], event):
+                caller[0] = None
 
         def tick() -> None:  # the main thread, between polls of the running trial
             now = phase.get("now")

@@ -38,24 +38,25 @@ class _Delivers:
     on_event: EventCallback | None
 
     def deliver(self, event: Event) -> None:
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(event)
-        except Exception as e:  # any error of the caller's code
+        if self.on_event is not None and not call_or_drop(self.on_event, event):
             self.on_event = None
-            callback_failed(e)
 
 
-def callback_failed(error: Exception) -> None:
-    """Say once that a caller's event callback raised and was dropped; never raise from a
-    capture thread, not even under ``-W error``."""
+def call_or_drop(callback: EventCallback, event: Event) -> bool:
+    """Hand ``event`` to a caller's callback; False (said once, as a warning) where it
+    raised, and the caller should drop it. Never raises, not even under ``-W error``: it runs
+    on the threads that capture a trial."""
     try:
-        warnings.warn(f"vramtune: the event callback raised {type(error).__name__}: {error}; "
-                      f"it gets no more events from this trial, whose measurement goes on",
-                      RuntimeWarning, stacklevel=3)
-    except Exception:  # a warnings filter set to error: the thread must still live
-        pass
+        callback(event)
+        return True
+    except Exception as error:  # any error of the caller's code
+        try:
+            warnings.warn(f"vramtune: the event callback raised {type(error).__name__}: "
+                          f"{error}; it gets no more events from this trial, whose "
+                          f"measurement goes on", RuntimeWarning, stacklevel=3)
+        except Exception:  # a warnings filter set to error: the thread must still live
+            pass
+        return False
 
 
 class Reader(_Delivers, threading.Thread):

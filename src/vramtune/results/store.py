@@ -397,7 +397,7 @@ def results_path(directory: str | Path) -> Path:
     if not str(directory).strip():
         raise UserError("the run directory is empty: name a sweep's run directory")
     if not usable:
-        below = _runs_below(Path(directory))
+        below = runs_below(Path(directory), limit=10_000)
         where = (f"; it holds {len(below)} run{'s' if len(below) > 1 else ''} one level down: "
                  f"name one, such as {below[0]}" if below else "")
         raise UserError(f"no results at {directory}: expected a run directory holding "
@@ -405,16 +405,16 @@ def results_path(directory: str | Path) -> Path:
     return path
 
 
-def _runs_below(path: Path, limit: int = 10_000) -> list[Path]:
+def runs_below(path: Path, limit: int | None = None) -> list[Path]:
     """Run directories one level under ``path`` (a mixed-cluster sweep's parent, a folder
-    of sweeps), sorted; [] where it is no folder or cannot be read. Bounded: a huge folder
-    is not scanned to its end for an error message."""
+    of sweeps), sorted; [] where it is no folder or cannot be read. ``limit``: look at no
+    more entries than that (an error message scans no huge folder to its end)."""
     try:
         if not path.is_dir():
             return []
         found = []
         for i, d in enumerate(path.iterdir()):
-            if i >= limit:
+            if limit is not None and i >= limit:
                 break
             if (d / RESULTS_FILE).is_file():
                 found.append(d)
@@ -430,10 +430,9 @@ def find_runs(directory: str | Path) -> list[Path]:
     try:
         if (path / RESULTS_FILE).is_file() or path.name == RESULTS_FILE:
             return [path]
-        runs = sorted(d for d in path.iterdir() if (d / RESULTS_FILE).is_file()) \
-            if path.is_dir() else []
     except (OSError, ValueError):  # unreadable, or a NUL byte in the path
-        runs = []
+        pass
+    runs = runs_below(path)
     if not runs:
         raise UserError(f"no results at {directory}: expected a run directory holding "
                         f"{RESULTS_FILE}, or a directory of such runs")

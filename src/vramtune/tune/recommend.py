@@ -268,12 +268,8 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
         by_size.setdefault(r.num_envs, []).append(r)
     # Sizes that ran alone but cannot be picked still trace the curve a dip is seen
     # against (the size above the boundary, often).
-    others: dict[int, list[TrialResult]] = {}
-    for r in rows:
-        if (r.purpose in RANKED and r.status is Status.OK and not r.shared_run
-                and r.steps_per_s and r.num_envs not in by_size):
-            others.setdefault(r.num_envs, []).append(r)
-    witnesses = [size_rates(n, rs) for n, rs in others.items()]
+    witnesses = [size_rates(n, rs) for n, rs in _ranked_by_size(rows).items()
+                 if n not in by_size]
     # A disturbed run is out before anything reads the size's rate, whatever the objective
     # (a max-envs pick quotes its rate too), the drift check too (its proof run would read
     # far above the pooled rate: a move that was not).
