@@ -58,7 +58,7 @@ from vramtune.tune.budgets import (
 )
 from vramtune.tune.planner import Step
 from vramtune.tune.recommend import Recommendation, choose
-from vramtune.tune.request import DEFAULT_SPEED_MARGIN_FRACTION, SweepRequest, as_margin
+from vramtune.tune.request import DEFAULT_SPEED_MARGIN_FRACTION, SweepRequest, as_margin, as_profile
 from vramtune.tune.sweep import (
     PreparedSweep,
     prepare,
@@ -79,7 +79,6 @@ from vramtune.workload.configfile import (
     settings_block,
 )
 from vramtune.workload.emitted import emitted_profile
-from vramtune.workload.pickled import profile_from_user
 from vramtune.workload.profile import (
     NAME_PATTERN,
     NAME_RULE,
@@ -91,7 +90,10 @@ from vramtune.workload.profile import (
 from vramtune.workload.sources import BRAX_BACKENDS, MANAGED_PPO_KEYS, parse_source
 from vramtune.workload.starter import render_profile_yaml, starter_profile
 
-ProfileArg = str | Path | Profile | Mapping[str, Any] | SweepRequest | None
+# A profile as a person passes it: a built-in name, a YAML file, a Profile, a dict (whose env
+# may be a callable), or a bare env factory (``vramtune.sweep(make_env)``: its default settings)
+ProfileArg = (str | Path | Profile | Mapping[str, Any] | Callable[[], Any] | SweepRequest
+              | None)
 
 
 @dataclass(frozen=True)
@@ -242,8 +244,9 @@ def sweep(profile: ProfileArg = None, *, on_event: EventCallback | None = None,
     model fitted to the trials so far; bisect doubles then bisects), then the measured pick.
     ``parallel`` trials run at once where their caps fit the device together (``"auto"``:
     as many as the card's free memory holds, one per 4 CPU cores at most). The options
-    are ``sweep_request``'s. ``profile`` may be a dict whose ``env`` is a callable defined
-    here (sent to each trial's process with cloudpickle). Progress and warnings go to the
+    are ``sweep_request``'s. ``profile`` may be an env factory defined here, bare
+    (``vramtune.sweep(make_env)``) or as a dict's ``env`` beside other settings (sent to each
+    trial's process with cloudpickle). Progress and warnings go to the
     "vramtune" logger and, as typed events, to ``on_event``.
 
     >>> outcome = vramtune.sweep("quick", gpu_mem="1.5GB")        # doctest: +SKIP
@@ -287,18 +290,15 @@ def _log_outcome(result: SweepOutcome, prepared: PreparedSweep) -> None:
     log.info("results: %s", result.run_dir)
 
 
-def trial_request(profile: str | Path | Profile | Mapping[str, Any] = "quick",
+def trial_request(profile: str | Path | Profile | Mapping[str, Any] | Callable[[], Any] = "quick",
                   num_envs: int | None = None, *, gpu_mem: Size = None,
                   timeout_s: float | None = None, cache: bool | None = None,
                   devices: int | None = None) -> TrialRequest:
-    """A validated trial request: every input checked before anything starts. A dict
-    profile's ``env`` may be a callable, as for ``sweep``."""
+    """A validated trial request: every input checked before anything starts. The profile
+    is any of ``sweep``'s (a bare env factory, a dict whose ``env`` is a callable, ...)."""
     budget_bytes = as_cap(gpu_mem)
     check_timeout(timeout_s)
-    if isinstance(profile, Mapping):
-        prof = profile_from_user(profile)
-    else:
-        prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    prof = as_profile(profile)
     n = check_num_envs(prof.num_envs if num_envs is None else num_envs)
     assert n is not None
     return TrialRequest(prof, n, budget_bytes=budget_bytes, timeout_s=timeout_s,
@@ -321,7 +321,7 @@ def _run_alone(request: TrialRequest, on_event: EventCallback | None,
     return run_trial(request, on_event, cap=cap, nvml=nvml)
 
 
-def trial(profile: str | Path | Profile | Mapping[str, Any] = "quick",
+def trial(profile: str | Path | Profile | Mapping[str, Any] | Callable[[], Any] = "quick",
           num_envs: int | None = None, *, gpu_mem: Size = None, timeout_s: float | None = None,
           cache: bool | None = None, devices: int | None = None,
           on_event: EventCallback | None = None) -> TrialResult:

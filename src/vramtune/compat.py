@@ -1,49 +1,114 @@
-"""Can the installed jax and brax train at all? Answered from the files on disk, never by
-importing them: the parent process must stay free of jax (the trials own the GPU).
+"""Can the installed jax and brax train, and what must stand in for brax where it lags jax?
 
-brax 0.14.2 (its latest release) calls ``jax.device_put_replicated`` in PPO's training loop,
-and jax 0.10 removed it, so every trial would die after minutes of compiling with an
-AttributeError. brax's main branch has the fix and still calls itself 0.14.2, so the version
-numbers alone cannot tell: this reads brax's training code for the call and jax's
-``__init__`` for the name (jax's version stands in only when its source is not readable).
+brax 0.14.2 (its latest release) calls ``jax.device_put_replicated`` in PPO's training loop
+and ``jnp.clip(..., a_min=...)`` in its fluid model; jax 0.10 removed both (the name stays in
+jax's ``_deprecations`` table mapped to ``None``, which is what makes access raise; clip lost
+its ``a_min``/``a_max`` keywords). brax main inlines the replacements (google/brax 303d89d,
+5c994de) and still calls itself 0.14.2, so version numbers cannot tell.
+
+Two halves, one module:
+
+* ``stack_verdict()`` reads the files on disk, never imports them (the parent process stays
+  free of jax: trials own the GPU): jax's ``__init__`` and ``clip`` parsed for what they bind,
+  brax's code parsed for what it calls. Each gap is patched or, where no sound stand-in is
+  known, refused before any trial with the fix.
+* ``patch_brax()`` runs where jax is imported (each trial's process, and the user's training:
+  ``import vramtune.compat; vramtune.compat.patch_brax()``) and puts back exactly what brax
+  main does instead, only for what the live jax lacks.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib.util
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from importlib.machinery import PathFinder
 from pathlib import Path
+from typing import Any
 
 from vramtune.errors import UserError
 
-REMOVED_NAME = "device_put_replicated"
-REMOVED_IN = (0, 10)  # the jax release without it
-_CALL = re.compile(rf"\b{REMOVED_NAME}\s*\(")
-# Where brax's PPO reaches for it: the trainer itself and the helpers it imports.
-_BRAX_FILES = ("training/agents/ppo/train.py", "training/*.py")
+# What vramtune's suite passes on (constraints/tested.txt, whose pins a test checks this
+# against): named in a refusal so that the fix has a set known to work.
+TESTED = "jax 0.9.2 + brax 0.14.2 + mujoco-mjx 3.17.0"
+FIX = ("install brax from its git main branch (pip install 'brax @ "
+       "git+https://github.com/google/brax'), or pip install 'jax<0.10' 'jaxlib<0.10' (with "
+       "the CUDA plugin of the same version, e.g. 'jax[cuda12]<0.10')")
+
+# jax functions brax's released code calls that jax has removed, and the stand-ins this module
+# knows (brax main's own code). A removed function brax calls that is not here cannot be
+# patched: the stack is refused.
+PATCHABLE = ("device_put_replicated", "device_put_sharded")
+CLIP = "numpy.clip"  # the gap's name when jnp.clip has lost its a_min / a_max keywords
+_CLIP_OLD_KEYWORDS = ("a_min", "a_max")
+_MAX_FILE_BYTES = 2_000_000  # brax's largest module is ~60 kB: a bound on what one file costs
 
 
 @dataclass(frozen=True)
-class StackProblem:
-    """A jax/brax pair that cannot train, and the fix."""
+class Gap:
+    """One jax API that brax's code uses and the installed jax no longer has."""
 
-    jax_version: str
-    brax_version: str
-    brax_files: tuple[str, ...]  # brax's files that call the removed function, package-relative
+    api: str  # "device_put_replicated", or CLIP
+    brax_files: tuple[str, ...]  # where brax uses it, package-relative
 
     @property
-    def message(self) -> str:
-        where = ", ".join(self.brax_files)
-        return (f"brax {self.brax_version} calls jax.{REMOVED_NAME} ({where}), which jax "
-                f"{self.jax_version} no longer has (removed in jax "
-                f"{'.'.join(map(str, REMOVED_IN))}): PPO cannot train with this pair. Fix: "
-                f"install brax from its git main branch, or "
-                f"`pip install 'jax<0.10' 'jaxlib<0.10'` (with the CUDA plugin of the same "
-                f"version, e.g. 'jax[cuda12]<0.10')")
+    def patchable(self) -> bool:
+        return self.api in PATCHABLE or self.api == CLIP
+
+    @property
+    def words(self) -> str:
+        return "jnp.clip's a_min/a_max keywords" if self.api == CLIP else f"jax.{self.api}"
+
+
+@dataclass(frozen=True)
+class StackVerdict:
+    """The installed jax/brax pair: trains as it is, trains patched, or cannot train."""
+
+    jax_version: str | None
+    brax_version: str | None
+    gaps: tuple[Gap, ...] = ()
+
+    @property
+    def pair(self) -> str:
+        return (f"jax {self.jax_version or 'not installed'} + "
+                f"brax {self.brax_version or 'not installed'}")
+
+    @property
+    def unpatchable(self) -> tuple[Gap, ...]:
+        return tuple(g for g in self.gaps if not g.patchable)
+
+    @property
+    def patches(self) -> tuple[str, ...]:
+        """The stand-ins a trial will run with (``patch_brax`` decides for itself, live)."""
+        return tuple(g.api for g in self.gaps if g.patchable)
+
+    @property
+    def trains(self) -> bool:
+        return not self.unpatchable
+
+    @property
+    def problem(self) -> str | None:
+        """One line with the fix where the pair cannot train, else None."""
+        if self.trains:
+            return None
+        gap = self.unpatchable[0]
+        return (f"{self.pair} cannot train: brax calls {gap.words} "
+                f"({', '.join(gap.brax_files)}), which jax {self.jax_version} removed and "
+                f"vramtune knows no sound stand-in for. Fix: {FIX}; tested: {TESTED}")
+
+    @property
+    def line(self) -> str:
+        """The verdict in one line, as doctor, a sweep's header and report lead with it."""
+        if not self.trains:
+            return f"{self.pair}: cannot train ({self.unpatchable[0].words} removed by jax)"
+        if self.gaps:
+            what = ", ".join(g.words for g in self.gaps)
+            return f"{self.pair}: trains, patched as brax main does ({what})"
+        return f"{self.pair}: trains"
 
 
 def _version(name: str, path: Sequence[str] | None) -> str | None:
@@ -64,66 +129,304 @@ def _package_dir(name: str, path: Sequence[str] | None) -> Path | None:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def _release(version: str) -> tuple[int, ...]:
-    """'0.10.2' -> (0, 10, 2); '0.10.0.dev20260101' -> (0, 10, 0)."""
-    parts = []
-    for part in version.split("."):
-        match = re.match(r"\d+", part)
-        if match is None:
-            break
-        parts.append(int(match.group()))
-        if match.end() != len(part):
-            break
-    return tuple(parts)
-
-
-def _code(text: str) -> str:
-    """The text without comments (a fixed brax may still mention the name in one)."""
-    return "\n".join(line.split("#", 1)[0] for line in text.splitlines())
-
-
-def _read(path: Path) -> str | None:
+def _parse(path: Path) -> ast.Module | None:
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        if path.stat().st_size > _MAX_FILE_BYTES:
+            return None
+        return ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
         return None
 
 
-def _jax_lacks_it(path: Sequence[str] | None, version: str) -> bool:
-    """jax's ``__init__`` defines (or deprecates) the name while jax still has it."""
-    package = _package_dir("jax", path)
-    text = _read(package / "__init__.py") if package is not None else None
-    if text is not None:
-        return REMOVED_NAME not in text
-    return _release(version)[:2] >= REMOVED_IN
+def _is_type_checking(test: ast.expr) -> bool:
+    """``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:``: bindings for type checkers only."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _brax_callers(path: Sequence[str] | None) -> tuple[str, ...]:
-    package = _package_dir("brax", path)
-    if package is None:
+def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Module-level statements as the interpreter runs them, through if/try blocks, leaving
+    out what only a type checker sees."""
+    for node in body:
+        if isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                yield from _top_level(node.body)
+            yield from _top_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, *(h.body for h in node.handlers), node.orelse,
+                          node.finalbody):
+                yield from _top_level(block)
+        else:
+            yield node
+
+
+def _targets(node: ast.stmt) -> Iterator[str]:
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        for alias in node.names:
+            yield (alias.asname or alias.name).split(".")[0]
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield node.name
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+            if isinstance(target, ast.Name):
+                yield target.id
+
+
+def _deprecations(node: ast.stmt) -> dict[str, bool] | None:
+    """``_deprecations = {"name": (message, function), ...}``: name -> whether a function is
+    still behind it (jax's deprecation_getattr raises AttributeError for ``None``)."""
+    if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
+            isinstance(t, ast.Name) and t.id == "_deprecations" for t in node.targets)):
+        return None
+    table = {}
+    for key, value in zip(node.value.keys, node.value.values, strict=True):
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            alive = not (isinstance(value, ast.Tuple) and len(value.elts) == 2
+                         and isinstance(value.elts[1], ast.Constant)
+                         and value.elts[1].value is None)
+            table[key.value] = alive
+    return table
+
+
+def jax_lacks(init: ast.Module, names: Sequence[str]) -> tuple[str, ...]:
+    """Which of ``names`` ``import jax; jax.NAME`` would raise AttributeError for, read from
+    jax's ``__init__``: bound at module level (and not deleted after), or behind a live entry
+    of ``_deprecations``, it is there; a ``_deprecations`` entry mapped to ``None``, or no
+    binding at all, is gone."""
+    bound: set[str] = set()
+    deprecated: dict[str, bool] = {}
+    for node in _top_level(init.body):
+        table = _deprecations(node)
+        if table is not None:
+            deprecated.update(table)
+        elif isinstance(node, ast.Delete):
+            bound -= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        else:
+            bound.update(_targets(node))
+    return tuple(n for n in names if n not in bound and not deprecated.get(n, False))
+
+
+_TOP_LEVEL_DEF = re.compile(rb"^def clip\(", re.MULTILINE)
+_NEXT_TOP_LEVEL = re.compile(rb"^[^\s#)]", re.MULTILINE)
+
+
+def clip_keywords(source: bytes) -> frozenset[str] | None:
+    """The parameter names of a module-level ``def clip`` in ``source``, or None where it
+    defines none. Only that function is parsed: jax 0.11 on is written in Python 3.12's
+    syntax, and the check must read it from any Python this runs on."""
+    start = _TOP_LEVEL_DEF.search(source)
+    if start is None:
+        return None
+    after = start.end()
+    while (end := _NEXT_TOP_LEVEL.search(source, after)) is not None and \
+            source[end.start():end.start() + 1] in (b")", b"-"):
+        after = end.end()  # a closing parenthesis of the signature, an annotation arrow
+    text = source[start.start():end.start() if end else len(source)]
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, ast.FunctionDef):
+        return None
+    a = node.args
+    return frozenset(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))
+
+
+def _jax_clip_lacks_old_keywords(jax_dir: Path) -> bool:
+    """jnp.clip is defined in jax/_src/numpy/lax_numpy.py (0.4 to 0.12 at least); where it
+    cannot be found the answer is no (patching nothing that was not shown missing)."""
+    for file in [jax_dir / "_src" / "numpy" / "lax_numpy.py",
+                 *sorted((jax_dir / "_src" / "numpy").glob("*.py"))]:
+        try:
+            keywords = clip_keywords(file.read_bytes()) if file.is_file() else None
+        except OSError:
+            keywords = None
+        if keywords is not None:
+            return not set(_CLIP_OLD_KEYWORDS) <= keywords
+    return False
+
+
+def brax_uses(module: ast.Module, removed: Sequence[str], clip_gone: bool) -> set[str]:
+    """The gaps one brax module falls into: ``jax.NAME`` for a removed NAME (call or
+    reference), and ``*.clip(..., a_min=/a_max=)`` where jnp.clip lost those keywords."""
+    found: set[str] = set()
+    for node in ast.walk(module):
+        if (isinstance(node, ast.Attribute) and node.attr in removed
+                and isinstance(node.value, ast.Name) and node.value.id == "jax"):
+            found.add(node.attr)
+        elif (clip_gone and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "clip"
+              and any(k.arg in _CLIP_OLD_KEYWORDS for k in node.keywords)):
+            found.add(CLIP)
+    return found
+
+
+def _brax_modules(brax_dir: Path) -> Iterator[Path]:
+    """brax's modules a training can import: tests left out."""
+    for file in sorted(brax_dir.rglob("*.py")):
+        if not file.name.endswith("_test.py") and "tests" not in file.parts:
+            yield file
+
+
+def _removed_names(init: ast.Module) -> tuple[str, ...]:
+    """Every name jax keeps in ``_deprecations`` mapped to None: removed, with a message."""
+    names = []
+    for node in _top_level(init.body):
+        table = _deprecations(node)
+        if table:
+            names += [name for name, alive in table.items() if not alive]
+    return tuple(dict.fromkeys(names))
+
+
+def find_gaps(jax_dir: Path, brax_dir: Path) -> tuple[Gap, ...]:
+    """What brax at ``brax_dir`` uses that jax at ``jax_dir`` no longer has."""
+    init = _parse(jax_dir / "__init__.py")
+    if init is None:
         return ()
-    found: dict[str, None] = {}
-    for pattern in _BRAX_FILES:
-        for file in sorted(package.glob(pattern)):
-            text = _read(file)
-            if text is not None and _CALL.search(_code(text)):
-                found[file.relative_to(package.parent).as_posix()] = None
-    return tuple(found)
+    removed = tuple(dict.fromkeys((*_removed_names(init), *jax_lacks(init, PATCHABLE))))
+    clip_gone = _jax_clip_lacks_old_keywords(jax_dir)
+    if not removed and not clip_gone:
+        return ()
+    # Only files that name a removed API are parsed: a cheap filter over ~300 modules
+    words = [*removed, *(_CLIP_OLD_KEYWORDS if clip_gone else ())]
+    pattern = re.compile("|".join(re.escape(w) for w in words).encode())
+    where: dict[str, list[str]] = {}
+    for file in _brax_modules(brax_dir):
+        try:
+            if file.stat().st_size > _MAX_FILE_BYTES or not pattern.search(file.read_bytes()):
+                continue
+        except OSError:
+            continue
+        module = _parse(file)
+        if module is None:
+            continue
+        for api in brax_uses(module, removed, clip_gone):
+            where.setdefault(api, []).append(file.relative_to(brax_dir.parent).as_posix())
+    # jax's functions first, then keywords: one order whatever the file order
+    return tuple(Gap(api, tuple(where[api])) for api in sorted(where, key=lambda a: (a == CLIP, a)))
 
 
-def stack_problem(path: Sequence[str] | None = None) -> StackProblem | None:
-    """Why the installed jax/brax cannot train, or None (also when either is missing: the
-    trial reports that itself). ``path``: the import path to look on (default sys.path)."""
-    jax_version = _version("jax", path)
-    brax_version = _version("brax", path)
-    if jax_version is None or brax_version is None or not _jax_lacks_it(path, jax_version):
-        return None
-    callers = _brax_callers(path)
-    return StackProblem(jax_version, brax_version, callers) if callers else None
+def stack_verdict(path: Sequence[str] | None = None) -> StackVerdict:
+    """The installed jax/brax pair, read from disk. ``path``: the import path to look on
+    (default sys.path). Either missing: no gaps (a trial then says what is missing)."""
+    jax_dir, brax_dir = _package_dir("jax", path), _package_dir("brax", path)
+    gaps = find_gaps(jax_dir, brax_dir) if jax_dir is not None and brax_dir is not None else ()
+    return StackVerdict(_version("jax", path), _version("brax", path), gaps)
 
 
-def require_trainable_stack(path: Sequence[str] | None = None) -> None:
-    """Raise UserError (one line, exit 2) before any trial when the stack cannot train."""
-    problem = stack_problem(path)
-    if problem is not None:
-        raise UserError(problem.message)
+@functools.cache
+def installed_verdict() -> StackVerdict:
+    """``stack_verdict()`` of this process's own import path, read once."""
+    return stack_verdict()
+
+
+def require_trainable_stack(path: Sequence[str] | None = None) -> StackVerdict:
+    """The verdict; UserError (one line, exit 2) before any trial where the pair cannot
+    train even patched."""
+    verdict = stack_verdict(path) if path is not None else installed_verdict()
+    if verdict.problem is not None:
+        raise UserError(verdict.problem)
+    return verdict
+
+
+# --------------------------------------------------------------------------- the stand-ins
+# These run where jax is imported: never at this module's import (the parent stays jax-free).
+
+
+def _device_put_replicated(x: Any, devices: Sequence[Any]) -> Any:
+    """jax.device_put_replicated as brax main inlines it (brax/training/pmap.py): each leaf
+    stacked once per device along a new leading axis, that axis sharded over ``devices``."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    devices = list(devices)
+    if not devices:
+        raise ValueError("device_put_replicated requires a non-empty list of devices")
+    mesh = jax.sharding.Mesh(np.array(devices), ("_device_put_sharded",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("_device_put_sharded"))
+
+    def replicate(leaf: Any) -> Any:
+        stack = jnp.stack if isinstance(leaf, jax.Array) else np.stack
+        return jax.device_put(stack([leaf] * len(devices)), sharding)
+
+    return jax.tree_util.tree_map(replicate, x)
+
+
+def _device_put_sharded(shards: Sequence[Any], devices: Sequence[Any]) -> Any:
+    """jax.device_put_sharded: shard i of each leaf on device i, stacked on a new leading
+    axis (the same mesh as brax main's stand-in for the replicated form)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    devices = list(devices)
+    if len(shards) != len(devices):
+        raise ValueError(f"len(shards) = {len(shards)} must equal len(devices) = {len(devices)}")
+    mesh = jax.sharding.Mesh(np.array(devices), ("_device_put_sharded",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("_device_put_sharded"))
+
+    def stack(*leaves: Any) -> Any:
+        on_device = any(isinstance(leaf, jax.Array) for leaf in leaves)
+        return jax.device_put((jnp.stack if on_device else np.stack)(leaves), sharding)
+
+    return jax.tree_util.tree_map(stack, *shards)
+
+
+def _clip_with_old_keywords(clip: Any) -> Any:
+    """jnp.clip that also takes a_min / a_max (brax main passes min / max instead)."""
+    @functools.wraps(clip)
+    def patched(*args: Any, a_min: Any = None, a_max: Any = None, **kwargs: Any) -> Any:
+        if a_min is not None:
+            kwargs.setdefault("min", a_min)
+        if a_max is not None:
+            kwargs.setdefault("max", a_max)
+        return clip(*args, **kwargs)
+
+    patched.vramtune_patch = True  # type: ignore[attr-defined]
+    return patched
+
+
+def _missing(module: Any, name: str) -> bool:
+    try:
+        getattr(module, name)
+    except AttributeError:
+        return True
+    return False
+
+
+def patch_brax() -> tuple[str, ...]:
+    """Make the imported jax take what brax 0.14.2 calls, the way brax main does instead;
+    only what this jax lacks, once per process. Returns the stand-ins now in place (empty on a
+    jax that has them all). Call it before ``ppo.train``, in the process that trains::
+
+        import vramtune.compat
+        vramtune.compat.patch_brax()
+    """
+    import inspect
+
+    import jax
+    import jax.numpy as jnp
+
+    applied = []
+    stand_ins = {"device_put_replicated": _device_put_replicated,
+                 "device_put_sharded": _device_put_sharded}
+    for name, stand_in in stand_ins.items():
+        current = getattr(jax, name, None) if not _missing(jax, name) else None
+        if current is stand_in:
+            applied.append(name)
+        elif current is None:
+            setattr(jax, name, stand_in)  # found before jax's __getattr__ is asked
+            applied.append(name)
+    if getattr(jnp.clip, "vramtune_patch", False):
+        applied.append(CLIP)
+    else:
+        try:
+            keywords = set(inspect.signature(jnp.clip).parameters)
+        except (TypeError, ValueError):
+            keywords = set(_CLIP_OLD_KEYWORDS)  # unreadable: leave it as it is
+        if not set(_CLIP_OLD_KEYWORDS) <= keywords:
+            jnp.clip = _clip_with_old_keywords(jnp.clip)
+            applied.append(CLIP)
+    return tuple(applied)

@@ -100,5 +100,7 @@ def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
     if r.error_where:
         rows.append(("where", r.error_where))
     rows.append(("versions", ", ".join(f"{k} {v}" for k, v in r.versions.items())))
+    if r.stack_patches:
+        rows.append(("brax patched (as brax main does)", ", ".join(r.stack_patches)))
     rows += [("note", n) for n in r.notes]
     return rows

@@ -154,6 +154,9 @@ class TrialResult:
     error_message: str | None = None  # the last lines, enough to see why
     error_where: str | None = None  # phase and innermost frame, for environment errors
     versions: dict[str, str] = field(default_factory=dict)
+    # the stand-ins vramtune.compat.patch_brax put in for brax in the trial's process (jax
+    # functions brax main no longer calls); [] none were needed; None: not recorded
+    stack_patches: list[str] | None = None
     gpu_name: str | None = None
     gpu_driver: str | None = None
     gpu_total_bytes: int | None = None

@@ -127,6 +127,16 @@ def test_a_dict_with_wrong_types_is_one_line(tmp_path, monkeypatch, change, matc
                                   monkeypatch, match)
 
 
+def test_a_bare_factory_is_the_dict_form_with_default_settings():
+    # vramtune.sweep(make_env): a notebook's natural call
+    bare = vramtune.sweep_request(make_env)
+    as_dict = vramtune.sweep_request({"env": make_env})
+    assert bare.profile.hash == as_dict.profile.hash and bare.profile.factory
+    assert bare.profile.name == "make_env"
+    from vramtune.api import trial_request
+    assert trial_request(make_env, 64).profile.hash == as_dict.profile.hash
+
+
 def test_a_profile_that_is_not_a_dict_or_name_is_one_line(tmp_path, monkeypatch):
     _one_line_and_nothing_written(lambda: vramtune.sweep(5), tmp_path, monkeypatch,
                                   "unknown profile '5'")

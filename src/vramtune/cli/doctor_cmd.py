@@ -15,7 +15,7 @@ from vramtune.units import NA, format_bytes
 
 def doctor_text(r: DoctorReport) -> str:
     """Plain text, no colour or boxes: pasted into a bug report as it is."""
-    lines = ["vramtune doctor",
+    lines = [f"stack: {r.stack}",
              "versions: " + ", ".join(f"{k} {v}" for k, v in r.versions.items()),
              f"JAX_PLATFORMS: {r.jax_platforms if r.jax_platforms is not None else '(unset)'}",
              "CUDA plugin: " + (", ".join(f"{k} {v}" for k, v in r.cuda_plugins.items())
@@ -49,8 +49,13 @@ def doctor_text(r: DoctorReport) -> str:
             lines.append(f"  cap not applied: {p.mismatch}")
     lines += [f"note: {n}" for n in r.notes]
     lines += [f"PROBLEM: {n}" for n in r.problems]
-    lines.append("verdict: " + ("no problems found" if not r.problems else
-                                f"{len(r.problems)} problem(s): fix them before trusting a sweep"))
+    if r.problems:
+        verdict = f"{len(r.problems)} problem(s): fix them before trusting a sweep"
+    elif r.stack_patches:
+        verdict = "ready, with brax patched as brax main does (first line); nothing else found"
+    else:
+        verdict = "no problems found"
+    lines.append(f"verdict: {verdict}")
     return "\n".join(lines)
 
 

@@ -82,6 +82,8 @@ def report(
     elif format is TableFormat.MARKDOWN:
         sys.stdout.write(cmp.report_markdown(run, rec, table, h.budget_bytes, headroom_fraction))
     else:
+        if (stack := cmp.stack_line(run)) is not None:
+            console.print(f"stack: {escape(stack)}")
         console.print(f"run: {escape(cmp.run_description(run))}")
         budget = both_units(h.budget_bytes) if h.budget_bytes else "none"
         title = (f"{h.profile_name}: budget {budget}, headroom {headroom_fraction:.0%}, "

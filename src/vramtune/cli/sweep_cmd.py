@@ -314,6 +314,8 @@ def sweep(
     prepared = api.prepare_sweep(request)
     if prepared.notice and not json_out:
         err_console.print(f"[dim]note: {escape(prepared.notice)}[/dim]")
+    if not json_out and "patched" in (prepared.header.stack or ""):
+        err_console.print(f"[dim]stack: {escape(prepared.header.stack or '')}[/dim]")
     for warning in prepared.warnings:
         err_console.print(f"[yellow]warning:[/] {escape(warning)}")
     state = prepared.state

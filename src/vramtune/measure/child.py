@@ -291,6 +291,12 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         emit(phase="importing")
         import jax
 
+        from vramtune.compat import patch_brax
+
+        # brax's released code on a jax that removed what it calls: the stand-ins brax main
+        # uses, the same ones the user's training takes (README), named in the record
+        result["stack_patches"] = list(patch_brax())
+
         cache_dir = spec.compile_cache_dir
         if cache_dir:
             jax.config.update("jax_compilation_cache_dir", cache_dir)

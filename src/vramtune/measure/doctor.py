@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 
 from vramtune import machine
-from vramtune.compat import stack_problem
+from vramtune.compat import stack_verdict
 from vramtune.errors import UserError
 from vramtune.measure.cap import Cap, cpu_cap, plan_gpu_cap, requested_platform
 from vramtune.measure.nvml import Nvml
@@ -66,6 +66,8 @@ class CapProbe:
 
 @dataclass(frozen=True)
 class DoctorReport:
+    stack: str  # the jax/brax verdict in one line: trains, trains patched, cannot train
+    stack_patches: tuple[str, ...]  # the stand-ins every trial will run brax with
     versions: dict[str, str]
     jax_platforms: str | None  # the user's JAX_PLATFORMS
     cuda_plugins: dict[str, str]  # installed plugin packages and versions
@@ -144,9 +146,9 @@ def diagnose(nvml: Nvml | None = None, *, run_cap_probe: bool = True,
     """Probe this machine as a sweep would use it. Takes a few seconds per probe.
     ``import_path``: where to look for jax and brax's files (default sys.path)."""
     problems: list[str] = []
-    stack = stack_problem(import_path)
-    if stack is not None:
-        problems.append(stack.message)
+    stack = stack_verdict(import_path)
+    if stack.problem is not None:
+        problems.append(stack.problem)
     notes: list[str] = []
     raw_platforms = os.environ.get("JAX_PLATFORMS")
     platform = requested_platform(raw_platforms or "")
@@ -222,8 +224,13 @@ def diagnose(nvml: Nvml | None = None, *, run_cap_probe: bool = True,
                          f"differs from the CUDA runtime's {format_bytes(device.runtime_total_bytes)}"
                          f": fractions are computed from the runtime's")
     nvml_line = (f"driver {nvml.info.driver}" if nvml.info else (nvml.notice or "unavailable"))
+    if stack.patches:
+        notes.append("brax runs patched in every trial (vramtune.compat.patch_brax, the stand-ins "
+                     "brax main uses); your own training needs the same two lines: "
+                     "import vramtune.compat; vramtune.compat.patch_brax()")
     return DoctorReport(
-        versions=machine.versions(), jax_platforms=raw_platforms, cuda_plugins=plugins,
+        stack=stack.line, stack_patches=stack.patches, versions=machine.versions(),
+        jax_platforms=raw_platforms, cuda_plugins=plugins,
         backend=user.backend,
         backend_devices=tuple(d.kind for d in user.devices),
         plugin_errors=plugin_errors, nvml=nvml_line,

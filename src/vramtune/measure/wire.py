@@ -105,6 +105,8 @@ class ChildReport:
     evals: int | None = None
     memory_steady: bool | None = None
     memory_steady_steps: int | None = None
+    # what vramtune.compat.patch_brax put in for brax in this process ([]: nothing was needed)
+    stack_patches: list[str] | None = None
     error_type: str | None = None
     error_message: str | None = None
     error_where: str | None = None

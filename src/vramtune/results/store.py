@@ -66,6 +66,9 @@ class RunHeader:
     gpu_total_bytes: int | None = None
     cap: str | None = None
     search: dict[str, Any] = field(default_factory=dict)  # start, max_envs, refine, objective
+    # the jax/brax verdict (vramtune.compat.StackVerdict.line) where the sweep started: trains,
+    # or trains with brax patched as brax main does; None: not recorded (older runs, Ray nodes)
+    stack: str | None = None
     created: str = field(default_factory=utc_now)
     schema_version: int = SCHEMA_VERSION
 
@@ -114,8 +117,9 @@ class RunHeader:
                               line=True),
             gpu_total_bytes=f.int("gpu_total_bytes", None, lo=1, hi=MAX_BYTES, none=True),
             cap=f.text("cap", None, none=True, max_len=200, line=True),
-            search=dict(search.data), created=f.text("created", "", max_len=100,
-                                                            line=True),
+            search=dict(search.data),
+            stack=f.text("stack", None, none=True, max_len=500, line=True),
+            created=f.text("created", "", max_len=100, line=True),
             schema_version=f.int("schema_version"))
 
     @property
@@ -351,6 +355,8 @@ def trial_from_dict(data: Any, where: str) -> TrialResult:
     f.flag("shared_run", False)  # a boolean, or the frame cannot hold it
     if data.get("versions") is not None:
         f.text_map("versions")
+    if data.get("stack_patches") is not None:
+        f.text_list("stack_patches", max_len=200)
     if data.get("notes") is not None:
         f.text_list("notes", max_len=10_000)
     return typed(TrialResult, {**data, "purpose": data.get("purpose") or str(Purpose.SEARCH),

@@ -9,7 +9,7 @@ pure: they touch no file and start nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -118,7 +118,7 @@ class SweepRequest:
             raise UserError(f"--speed-margin must be at least 0% and below 100%, got {margin!r}")
 
     @classmethod
-    def parse(cls, profile: str | Path | Profile | Mapping[str, Any] | None = None, *,
+    def parse(cls, profile: str | Path | Profile | Mapping[str, Any] | Callable[[], Any] | None = None, *,
               gpu_mem: Size = None,
               headroom: Percent = None, start: int | None = None, max_envs: int | None = None,
               refine: int | None = None, objective: str | Objective | None = None,
@@ -133,7 +133,7 @@ class SweepRequest:
         """The request from what a person types (``gpu_mem="8GB"``, ``headroom="10%"``,
         ``speed_margin="2%"``) or the plain numbers (bytes, fractions). A profile may be a
         dict, whose ``env`` may be a callable defined in the calling notebook or script."""
-        if isinstance(profile, Mapping):
+        if isinstance(profile, Mapping) or _is_factory(profile):
             profile = profile_from_user(profile)
         # Flags the user gave that contradict each other are refused, not one silently
         # dropped (here, not in __post_init__: a resume fills confirm_steps from its header)
@@ -163,12 +163,17 @@ class SweepRequest:
                             "at once as the cluster has GPUs (or CPUs)")
 
 
-def as_profile(profile: str | Path | Profile | Mapping[str, Any] | None) -> Profile:
+def as_profile(profile: str | Path | Profile | Mapping[str, Any] | Callable[[], Any] | None) -> Profile:
     if isinstance(profile, Profile):
         return profile
-    if isinstance(profile, Mapping):
+    if isinstance(profile, Mapping) or _is_factory(profile):
         return profile_from_user(profile)
     return load_profile(profile or "quick")
+
+
+def _is_factory(profile: Any) -> bool:
+    """A bare env factory (``vramtune.sweep(make_env)``), not a name, path or profile."""
+    return callable(profile) and not isinstance(profile, (str, Path, Profile, Mapping))
 
 
 def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:

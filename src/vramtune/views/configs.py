@@ -131,6 +131,10 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
               f"{_devices(chosen.device_count)}) on {_date(chosen.timestamp)}"
               + (f" with {versions}" if versions else ""),
               f"from run {source.label} (created {source.created})"]
+    if chosen.stack_patches:
+        lines.append(f"measured with brax patched as brax main does "
+                     f"({', '.join(chosen.stack_patches)}): train it the same way, with "
+                     f"`import vramtune.compat; vramtune.compat.patch_brax()` before ppo.train")
     lines += [f"NOTICE: {n}" for n in emission.notices]
     if emission.optimisation_change:
         lines.append(f"NOTE: {emission.optimisation_change}")

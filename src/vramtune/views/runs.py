@@ -70,6 +70,16 @@ def chosen_summary(rec: Recommendation, budget_bytes: int | None) -> str:
             f"{format_bytes(peak)} {c.memory_label}{f' ({said})' if said else ''}")
 
 
+def stack_line(run: Run) -> str | None:
+    """The jax/brax verdict the sweep began with, and the stand-ins its trials ran brax with
+    (from their records: a run measured with brax patched says so wherever it is shown)."""
+    patched = dict.fromkeys(p for r in run.results for p in (r.stack_patches or ()))
+    parts = [run.header.stack] if run.header.stack else []
+    if patched and not any("patched" in part for part in parts):
+        parts.append("trials ran brax patched as brax main does: " + ", ".join(patched))
+    return "; ".join(parts) or None
+
+
 def report_markdown(run: Run, rec: Recommendation, table: Table,
                     budget_bytes: int | None, headroom_fraction: float) -> str:
     """The sweep's comparison table with a heading and the recommendation, for a PR or wiki."""
@@ -78,6 +88,8 @@ def report_markdown(run: Run, rec: Recommendation, table: Table,
     lines = [f"### vramtune report: `{h.profile_name}` on {h.device}", "",
              f"- run: {run_description(run)}",
              f"- budget {budget}, headroom {headroom_fraction:.0%}, objective {rec.objective}"]
+    if (stack := stack_line(run)) is not None:
+        lines.insert(2, f"- stack: {stack}")
     if not run_is_gpu(run):
         lines.append("- CPU backend: memory figures are host RAM (peak RSS), not VRAM")
     if any(r.shared_run for r in run.results):

@@ -85,9 +85,12 @@ def pickle_factory(factory: Callable[..., Any]) -> bytes:
     return data
 
 
-def profile_from_user(data: Mapping[str, Any]) -> Profile:
+def profile_from_user(data: Mapping[str, Any] | Callable[..., Any]) -> Profile:
     """A profile from a dict a notebook wrote, whose ``env`` may be a callable (the factory;
-    ``name`` then defaults to its name); every other key as in a profile file."""
+    ``name`` then defaults to its name); every other key as in a profile file. A bare
+    callable is ``{"env": callable}``: the factory with the default settings."""
+    if callable(data) and not isinstance(data, Mapping):
+        data = {"env": data}
     if not isinstance(data, Mapping):
         raise UserError(f"a profile is a name, a file, a Profile or a dict, got "
                         f"{type(data).__name__}")

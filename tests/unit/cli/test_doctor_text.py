@@ -9,6 +9,7 @@ UUID = "MIG-d184f67c-c95f-5ef2-a935-195bd0094fbd"
 
 def report(**over) -> DoctorReport:
     fields = dict(
+        stack="jax 0.9.2 + brax 0.14.2: trains", stack_patches=(),
         versions={"jax": "0.9.2", "jaxlib": "0.9.2"}, jax_platforms=None,
         cuda_plugins={"jax-cuda12-plugin": "0.9.2"}, backend="gpu",
         backend_devices=("NVIDIA A100-SXM4-80GB MIG 1g.10gb",), plugin_errors=(),
@@ -42,3 +43,12 @@ def test_a_failed_cap_is_a_problem_line():
     text = doctor_text(report(cap_probe=probe, problems=("the capped probe did not hold",)))
     assert "FAILED" in text and "  cap not applied: bytes_limit 3.73 GiB" in text
     assert "PROBLEM: the capped probe did not hold" in text and "1 problem(s)" in text
+
+
+def test_the_stack_leads_and_a_patched_stack_says_so():
+    line = ("jax 0.10.2 + brax 0.14.2: trains, patched as brax main does "
+            "(jax.device_put_replicated)")
+    text = doctor_text(report(stack=line, stack_patches=("device_put_replicated",)))
+    assert text.splitlines()[0] == f"stack: {line}"
+    assert "no problems found" not in text
+    assert text.splitlines()[-1].startswith("verdict: ready, with brax patched")
