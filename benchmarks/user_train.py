@@ -1,10 +1,12 @@
 #!/usr/bin/env python
 """A plain brax PPO training, written the way a user would, as ground truth for vramtune.
 
-No vramtune imports. It trains vramtune's `quick` profile (brax `fast` env, generalized
-backend, 4x256 policy and value networks, the profile's ppo kwargs) with brax's own
-`ppo.train`, evaluation ON (brax's default), Warp importable (brax -> mujoco.mjx -> warp,
-as in any user's process), optionally under an RLIMIT_DATA cap set before jax is imported.
+No vramtune imports, except with --patch-brax: the two lines the README gives users whose
+brax calls what their jax removed (`import vramtune.compat; vramtune.compat.patch_brax()`).
+It trains vramtune's `quick` profile (brax `fast` env, generalized backend, 4x256 policy and
+value networks, the profile's ppo kwargs) with brax's own `ppo.train`, evaluation ON (brax's
+default), Warp importable (brax -> mujoco.mjx -> warp, as in any user's process), optionally
+under an RLIMIT_DATA cap set before jax is imported.
 
     python user_train.py --num-envs 1024 --training-steps 100 --budget-bytes 1.2e9
 
@@ -86,6 +88,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--series-out", default=None,
                    help="also write the wrapper's 0.1 s VmData/VmRSS samples (JSON) here")
     p.add_argument("--timeout", type=float, default=1800.0)
+    p.add_argument("--patch-brax", action="store_true",
+                   help="before training, vramtune.compat.patch_brax(), as the README tells "
+                        "users of brax 0.14.2 on jax >= 0.10")
+    p.add_argument("--force-stand-ins", action="store_true",
+                   help="benchmarks only: put vramtune's stand-ins in place even where jax "
+                        "still has the originals (jax 0.9.2), to measure the patch alone")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.batch_size is None:
@@ -219,8 +227,23 @@ def child(args: argparse.Namespace) -> int:
     from brax.training.agents.ppo import networks as ppo_networks
     from brax.training.agents.ppo import train as ppo
 
+    patches: tuple[str, ...] = ()
+    if args.patch_brax:
+        import vramtune.compat
+
+        patches = vramtune.compat.patch_brax()
+    if args.force_stand_ins:
+        import jax.numpy as jnp
+
+        from vramtune import compat
+
+        jax.device_put_replicated = compat._device_put_replicated
+        jax.device_put_sharded = compat._device_put_sharded
+        jnp.clip = compat._clip_with_old_keywords(jnp.clip)
+        patches = ("device_put_replicated", "device_put_sharded", "numpy.clip (forced)")
     emit("versions", jax=jax.__version__, backend=jax.default_backend(),
-         warp_imported="warp" in sys.modules and sys.modules["warp"] is not None)
+         warp_imported="warp" in sys.modules and sys.modules["warp"] is not None,
+         patched=list(patches))
     mark("imported")
     env = envs.get_environment(args.env, backend=args.backend)
     network_factory = functools.partial(

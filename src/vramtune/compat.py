@@ -23,6 +23,7 @@ import ast
 import functools
 import importlib.util
 import re
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -389,10 +390,14 @@ def _clip_with_old_keywords(clip: Any) -> Any:
 
 
 def _missing(module: Any, name: str) -> bool:
-    try:
-        getattr(module, name)
-    except AttributeError:
-        return True
+    """Whether ``module.name`` raises AttributeError (a deprecated name still there warns:
+    not to be shown for asking)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            getattr(module, name)
+        except AttributeError:
+            return True
     return False
 
 
@@ -413,11 +418,9 @@ def patch_brax() -> tuple[str, ...]:
     stand_ins = {"device_put_replicated": _device_put_replicated,
                  "device_put_sharded": _device_put_sharded}
     for name, stand_in in stand_ins.items():
-        current = getattr(jax, name, None) if not _missing(jax, name) else None
-        if current is stand_in:
-            applied.append(name)
-        elif current is None:
+        if _missing(jax, name):
             setattr(jax, name, stand_in)  # found before jax's __getattr__ is asked
+        if vars(jax).get(name) is stand_in:
             applied.append(name)
     if getattr(jnp.clip, "vramtune_patch", False):
         applied.append(CLIP)

@@ -172,7 +172,7 @@ def read_footprint(path: Path) -> Footprint | None:
     text = read_text(path, what="footprint", max_bytes=MAX_FILE_BYTES)
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # JSONDecodeError, or an integer past the digit limit
         raise UserError(f"{path}: not valid JSON") from None
     return Footprint.from_dict(data, str(path))
 
@@ -390,7 +390,10 @@ def main(argv: list[str]) -> int:
         import jax
         from brax.training.agents.ppo import train as ppo
 
+        from vramtune.compat import patch_brax
         from vramtune.workload.profile import profile_from_dict
+
+        patch_brax()  # the trials' stand-ins: brax's ppo.train runs here too, up to its epoch
 
         report["backend"] = jax.default_backend()
         report["device_count"] = jax.local_device_count()
