@@ -29,11 +29,14 @@ from vramtune.inputs import (
     as_budgets,
     as_cap,
     as_devices,
+    as_flag,
     as_fraction,
     as_objective,
     check_int,
     check_num_envs,
+    check_text,
     check_timeout,
+    required_path,
 )
 from vramtune.machine import compile_cache_dir, mem_fraction_var
 from vramtune.measure.doctor import DoctorReport
@@ -46,7 +49,7 @@ from vramtune.measure.wire import Event
 from vramtune.notebook import caller_gpu_warning, log, logged_events, result_line
 from vramtune.records import Objective, Purpose, TrialResult
 from vramtune.results.frame import runs_frame
-from vramtune.results.store import Run, RunHeader, find_runs, load_run
+from vramtune.results.store import Run, RunHeader, find_runs, load_run, trial_from_dict
 from vramtune.schema import MAX_NUM_ENVS
 from vramtune.tune.budgets import (
     Emission,
@@ -79,6 +82,7 @@ from vramtune.workload.configfile import (
     settings_block,
 )
 from vramtune.workload.emitted import emitted_profile
+from vramtune.workload.pickled import require_factory
 from vramtune.workload.profile import (
     NAME_PATTERN,
     NAME_RULE,
@@ -298,7 +302,8 @@ def trial_request(profile: str | Path | Profile | Mapping[str, Any] | Callable[[
     is any of ``sweep``'s (a bare env factory, a dict whose ``env`` is a callable, ...)."""
     budget_bytes = as_cap(gpu_mem)
     check_timeout(timeout_s)
-    prof = as_profile(profile)
+    cache = as_flag(cache, "--cache")
+    prof = require_factory(as_profile(profile))
     n = check_num_envs(prof.num_envs if num_envs is None else num_envs)
     assert n is not None
     return TrialRequest(prof, n, budget_bytes=budget_bytes, timeout_s=timeout_s,
@@ -337,7 +342,12 @@ def recommend(results: list[TrialResult] | tuple[TrialResult, ...], *, gpu_mem: 
               objective: str | Objective = Objective.THROUGHPUT,
               speed_margin: Percent = None) -> Recommendation:
     """The measured pick among ``results`` for a budget (never a size that was not run);
-    ``speed_margin`` as the sweep's (default 2%)."""
+    ``speed_margin`` as the sweep's (default 2%). A record may also be a dict as a results
+    file holds it (checked as the file's reader checks it)."""
+    if isinstance(results, str | bytes | Mapping) or not isinstance(results, Iterable):
+        raise UserError(f"recommend takes a list of trial records, got {quoted(results)}")
+    results = [r if isinstance(r, TrialResult) else trial_from_dict(r, f"results[{i}]")
+               for i, r in enumerate(results)]
     fraction = as_fraction(headroom)
     margin = as_margin(speed_margin)
     return choose(results, as_cap(gpu_mem), 0.0 if fraction is None else fraction,
@@ -364,7 +374,7 @@ def verification_profile(config_path: str | Path, profile: str | Path | Profile 
     blocks; in a user's own file, the ppo.train kwargs vramtune knows (run_evals,
     learning_rate, ...) found beside its num_envs.
     """
-    path = Path(config_path).expanduser()
+    path = required_path(config_path, "the config file").expanduser()
     batch = load_config(path)  # validates the file; a UserError names what is wrong
     origin = "--profile"
     overlay: dict[str, Any] = {}
@@ -417,13 +427,15 @@ def _emitted_blocks(path: Path, batch: BatchConfig) -> tuple[dict[str, Any], dic
 def check(config_path: str | Path, *, devices: int = 1) -> Diagnosis:
     """A config file against Brax PPO's batch rules: every rule it breaks and the nearest
     valid settings (``vramtune check``)."""
-    return diagnose(load_config(config_path), devices)
+    path = required_path(config_path, "the config file")
+    device_count = as_devices(devices) or 1  # every argument checked before the file is read
+    return diagnose(load_config(path), device_count)
 
 
 def doctor(*, probe: bool = True) -> DoctorReport:
     """What this machine gives a sweep: jax, the CUDA plugin, devices, NVML, and (``probe``)
     whether a capped process is really held to its cap (``vramtune doctor``)."""
-    return diagnose_machine(run_cap_probe=probe)
+    return diagnose_machine(run_cap_probe=bool(as_flag(probe, "--probe")))
 
 
 def init_profile(env: str, output: str | Path, *, force: bool = False, name: str | None = None,
@@ -434,14 +446,18 @@ def init_profile(env: str, output: str | Path, *, force: bool = False, name: str
     loaded back with where its settings came from (``vramtune init-profile``). Every
     argument is checked before anything is read or written; ``on_reading`` hears when the
     slow part (importing the source) begins."""
+    check_text(env, "env")
+    check_text(name, "--name", max_len=200)
+    check_text(backend, "--backend", max_len=100)
+    force = bool(as_flag(force, "--force"))
     source = parse_source(env)
-    out = Path(output)
+    out = required_path(output, "-o")
     if backend is not None and source.kind != "brax":
         raise UserError("--backend applies to brax: sources only")
     if backend is not None and backend not in BRAX_BACKENDS:
-        raise UserError(f"--backend {backend!r} is not one of {', '.join(BRAX_BACKENDS)}")
+        raise UserError(f"--backend {quoted(backend)} is not one of {', '.join(BRAX_BACKENDS)}")
     if name is not None and not NAME_PATTERN.fullmatch(name):
-        raise UserError(f"--name {name!r}: a profile name is {NAME_RULE}")
+        raise UserError(f"--name {quoted(name)}: a profile name is {NAME_RULE}")
     if paths.is_dir(out):
         raise UserError(f"{out} is a directory")
     if paths.exists(out) and not force:
@@ -476,6 +492,7 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
     fraction = as_fraction(headroom) or 0.0
     check_int(steps, "--steps", 1, MAX_TRAINING_STEPS)
     check_timeout(timeout_s)
+    cache = as_flag(cache, "--cache")
     device_count = as_devices(devices) or 1
     prof, origin = verification_profile(config_path, profile)
     require_trainable_stack()
@@ -523,6 +540,8 @@ def emit_config(run_dirs: str | Path | Sequence[str | Path], *,
     chosen with ``objective`` (None: the sweeps' own, else throughput).
     Pure: nothing is written; the CLI decides where the texts go."""
     items = _run_paths(run_dirs)
+    if not items:
+        raise UserError("emit_config needs at least one run directory")
     return _emit([load_run(d) for d in items], gpu_mem=gpu_mem, objective=objective,
                  headroom=headroom, format=format, num_timesteps=num_timesteps,
                  hydra_prefix=hydra_prefix)
@@ -579,24 +598,22 @@ def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | Non
           num_timesteps: int | None, hydra_prefix: str
           ) -> tuple[Measurements, list[EmittedConfig]]:
     budgets = [None] if gpu_mem is None else as_budgets(gpu_mem)
-    if num_timesteps is not None and (isinstance(num_timesteps, bool)
-                                      or not 1 <= num_timesteps <= MAX_NUM_TIMESTEPS):
-        raise UserError(f"--num-timesteps must be an integer from 1 to {MAX_NUM_TIMESTEPS}, "
-                        f"got {num_timesteps}")
+    check_int(num_timesteps, "--num-timesteps", 1, MAX_NUM_TIMESTEPS)
+    check_text(hydra_prefix, "--hydra-prefix", max_len=200)
     if hydra_prefix and not _HYDRA_KEY.fullmatch(hydra_prefix):
-        raise UserError(f"--hydra-prefix {hydra_prefix!r} is not a dotted config key such as "
+        raise UserError(f"--hydra-prefix {quoted(hydra_prefix)} is not a dotted config key such as "
                         f"ppo or agent.ppo (letters, digits and _, parts joined by dots)")
     top = hydra_prefix.split(".")[0] if hydra_prefix else ""
     if top in HYDRA_TOP_KEYS:
         # the file's own top-level keys: a second one of the same name would replace the
         # first on load, and the tuned settings would be lost
-        raise UserError(f"--hydra-prefix {hydra_prefix!r} starts with {top!r}, a top-level "
+        raise UserError(f"--hydra-prefix {quoted(hydra_prefix)} starts with {top!r}, a top-level "
                         f"key the Hydra file already has ({', '.join(HYDRA_TOP_KEYS)}): "
                         f"choose another, such as ppo or agent.ppo")
     try:
         fmt_ = ConfigFormat(format)
     except ValueError:
-        raise UserError(f"unknown format {format!r}: expected one of "
+        raise UserError(f"unknown format {quoted(format)}: expected one of "
                         f"{', '.join(f.value for f in ConfigFormat)}") from None
     source = merge_runs(runs)
     # None: the sweep's own objective, so the file holds the size the sweep confirmed
@@ -670,7 +687,7 @@ def parse_num_envs_list(text: str | Sequence[int]) -> list[int]:
                             f"expected e.g. 64,256") from None
         if not 1 <= value <= MAX_NUM_ENVS:
             raise UserError(f"invalid --sizes {quoted(text)}: num_envs must be positive and at most "
-                            f"{MAX_NUM_ENVS}, got {value}")
+                            f"{MAX_NUM_ENVS}, got {quoted(value)}")
         if value not in sizes:
             sizes.append(value)
     if not sizes:
@@ -749,7 +766,7 @@ def prepare_bench(baseline: str | Path, profile: str | Path | Profile = "quick",
     num_envs = parse_num_envs_list(sizes)
     if isinstance(repeat, bool) or not isinstance(repeat, int) \
             or not 1 <= repeat <= BENCH_MAX_REPEAT:
-        raise UserError(f"--repeat must be from 1 to {BENCH_MAX_REPEAT}, got {repeat}")
+        raise UserError(f"--repeat must be from 1 to {BENCH_MAX_REPEAT}, got {quoted(repeat)}")
     check_timeout(timeout_s)
     budget = as_cap(gpu_mem)
     prof = profile if isinstance(profile, Profile) else load_profile(profile)

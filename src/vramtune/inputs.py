@@ -8,6 +8,7 @@ says what was expected. None stays None: the caller's default applies.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 from enum import StrEnum
@@ -72,8 +73,11 @@ def as_budgets(value: str | int | float | Sequence[str | int | float | None],
         values: list[str | int | float | None] = [p for p in parts if p]
     elif isinstance(value, int | float):
         values = [value]
-    else:
+    elif isinstance(value, list | tuple):
         values = list(value)
+    else:
+        raise UserError(f"{what}: expected a size such as 8GB, or a list of them, got "
+                        f"{quoted(value)}")
     budgets = list(dict.fromkeys(as_cap(v, what) for v in values))
     if not budgets:
         raise UserError(f"{what}: no budget given: expected e.g. 8GB or 8GB,12GB")
@@ -105,7 +109,7 @@ def check_timeout(timeout_s: float | None) -> float | None:
     if (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
             or not 0 < timeout_s <= MAX_TIMEOUT_S):
         raise UserError(f"--timeout must be a number of seconds above 0 and at most "
-                        f"{MAX_TIMEOUT_S}, got {timeout_s}")
+                        f"{MAX_TIMEOUT_S}, got {quoted(timeout_s)}")
     return timeout_s
 
 
@@ -113,11 +117,21 @@ def as_path(value: str | Path | None, what: str) -> Path | None:
     """A path option; an empty one is an error (Path('') would silently mean '.')."""
     if value is None:
         return None
+    if not isinstance(value, str | os.PathLike):
+        raise UserError(f"{what} must be a path (a str or Path), got {quoted(value)}")
     if not str(value).strip():
         raise UserError(f"{what} is empty: give a directory, or leave the option out")
     if "\0" in str(value):
         raise UserError(f"{what} {quoted(str(value))}: a path cannot hold a NUL character")
     return Path(value)
+
+
+def required_path(value: str | Path | None, what: str) -> Path:
+    """A path argument that has no default: as ``as_path``, and None refused too."""
+    path = as_path(value, what)
+    if path is None:
+        raise UserError(f"{what} is required: give a path")
+    return path
 
 
 def as_choice(value: str | E | None, choices: type[E], what: str) -> E | None:
@@ -155,11 +169,34 @@ def as_parallel(value: int | str | None) -> int | str | None:
         text = value.strip().lower()
         if text == PARALLEL_AUTO:
             return PARALLEL_AUTO
-        if not text.isdecimal():
+        if not text.isdecimal() or len(text) > len(str(MAX_PARALLEL)):  # bounded before int()
             raise wrong
         value = int(text)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PARALLEL:
         raise wrong
+    return value
+
+
+_TRUE, _FALSE = ("1", "true", "t", "yes", "y", "on"), ("0", "false", "f", "no", "n", "off")
+
+
+def as_flag(value: bool | str | None, flag: str) -> bool | None:
+    """An on/off option: a bool, or the words click's BOOL reads ('off', 'no', 'false', '0',
+    'on', ...); None stays None. Anything else is refused: a truthy 'off' is not on."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise UserError(f"{flag} is on or off (True/False, or 'on'/'off'), got {quoted(value)}")
+
+
+def check_text(value: str | None, flag: str, max_len: int = 1000) -> str | None:
+    """A one-line text option of at most ``max_len`` characters; None stays None."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > max_len or "\n" in value or "\0" in value:
+        raise UserError(f"{flag} must be one line of text of at most {max_len} characters, "
+                        f"got {quoted(value)}")
     return value
 
 

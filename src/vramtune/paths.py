@@ -8,6 +8,8 @@ belongs in, or refused: ``../../x`` never escapes it.
 
 from __future__ import annotations
 
+import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -128,3 +130,44 @@ def exists(path: Path) -> bool:
     except (OSError, ValueError):
         return False
 
+
+
+def is_file(path: Path) -> bool:
+    """Path.is_file that answers False, not OSError, for a name too long."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def read_bytes(path: str | Path, *, what: str, max_bytes: int) -> bytes:
+    """A regular file's bytes, at most ``max_bytes``; one UserError for anything else: a
+    directory, a FIFO or a device (reading one would block or never end), a missing file, a
+    name too long, too big. Checked on the open descriptor, so a file swapped after the
+    check is still a regular file when read."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without a writer
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise UserError(f"cannot read {what} {path}: {reason}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise UserError(f"cannot read {what} {path}: {kind}")
+        if info.st_size > max_bytes:
+            raise UserError(f"{what} {path} is {info.st_size} bytes; the limit is {max_bytes} "
+                            f"bytes")
+        chunks, left = [], max_bytes + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise UserError(f"{what} {path} is over {max_bytes} bytes; the limit is {max_bytes}")
+    return data

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
-from vramtune.errors import UserError
+from vramtune.errors import CONTROL, UserError, printable  # noqa: F401 - re-exported
 
 MISSING: Any = object()
 
@@ -24,15 +24,6 @@ MAX_BATCH_SIZE = 1 << 24
 MAX_NUM_MINIBATCHES = 1 << 16
 MAX_BYTES = 1 << 60  # 1 EiB: larger than any machine's memory
 MAX_TEXT = 10_000  # characters of any free-text field (names are shorter still)
-# C0 and C1 control characters and lone surrogates: a terminal acts on them (ESC [ 31 m
-# colours it, ESC ] 0 ; retitles the window), YAML refuses them, a newline splits one line.
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def printable(text: str) -> str:
-    """``text`` on one line with every control character spelled out ('\\x1b', '\\n'):
-    what a file said, shown without letting it act on the terminal or split the line."""
-    return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def describe(value: Any, limit: int = 60) -> str:

@@ -13,13 +13,12 @@ inject a key.
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from vramtune import paths
 from vramtune.errors import UserError
 
 MAX_FILE_BYTES = 16 << 20  # far above any config; a bigger "config" is not one
@@ -33,24 +32,7 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: C speed, no 
 def read_text(path: str | Path, *, what: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """A regular file's text (UTF-8, a BOM dropped); one UserError for anything else: a
     directory, a FIFO (reading it would block), a missing file, too big, not UTF-8."""
-    path = Path(path)
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(info.st_mode):
-        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise UserError(f"cannot read {what} {path}: {kind}")
-    if info.st_size > max_bytes:
-        raise UserError(f"{what} {path} is {info.st_size} bytes; the limit is {max_bytes} "
-                        f"bytes")
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(max_bytes + 1)
-    except OSError as exc:
-        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    if len(data) > max_bytes:
-        raise UserError(f"{what} {path} is over {max_bytes} bytes; the limit is {max_bytes}")
+    data = paths.read_bytes(path, what=what, max_bytes=max_bytes)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

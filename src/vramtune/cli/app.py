@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
@@ -23,7 +23,7 @@ from vramtune.cli import (
 )
 from vramtune.cli.common import Terminated
 from vramtune.compat import require_trainable_stack
-from vramtune.errors import UserError
+from vramtune.errors import UserError, quoted
 from vramtune.schema import printable
 
 app = typer.Typer(
@@ -81,9 +81,23 @@ def usage_line(exc: Exception) -> str:
     return f"vramtune: error: {printable(message.rstrip('.'))}; see '{command} --help'"
 
 
+_COMPLETION_FLAGS = ("--install-completion", "--show-completion")
+
+
+def check_completion_args(argv: Sequence[str]) -> None:
+    """typer's completion flags take no shell name: they detect the shell they run in, and a
+    word after them was ignored (``--install-completion zsh`` wrote bash's completion into
+    ~/.bashrc). Refused, before anything is written, with the way that works."""
+    for i, arg in enumerate(argv[:-1]):
+        if arg in _COMPLETION_FLAGS and not argv[i + 1].startswith("-"):
+            raise UserError(f"{arg} takes no shell name ({quoted(argv[i + 1])}): it works for "
+                            f"the shell it runs in; run `vramtune {arg}` from that shell")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; UserError anywhere below becomes 'vramtune: error: ...' and exit 2."""
     try:
+        check_completion_args(sys.argv[1:] if argv is None else argv)
         # click returns a command's typer.Exit code instead of raising it here.
         code = app(args=argv, standalone_mode=False, prog_name="vramtune")
     except UserError as exc:

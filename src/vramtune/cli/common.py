@@ -16,14 +16,19 @@ from rich.markup import escape
 
 from vramtune.units import SIZE_HELP, parse_size
 
+MIN_WIDTH = 40  # below this no table or line is readable: COLUMNS=0 printed nothing at all
 console = Console(highlight=False)  # a terminal's width; COLUMNS, when set, wins
 if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
     # A pipe, a file, CI: no width to fit, so wide (not rich's 80, nor the width of a
     # terminal stderr happens to be on). Tables fit any width without cutting a number.
     console = Console(highlight=False, width=200)
+elif console.width < MIN_WIDTH:  # COLUMNS=0, a 10-column pane: the usual 80
+    console = Console(highlight=False, width=80)
 # Off a terminal (a pipe, a log, CI) a message stays one line: rich would break it at its
 # width, inside a path or a figure, and a grep would miss it. On a terminal it word-wraps.
 err_console = Console(stderr=True, highlight=False)
+if err_console.is_terminal and err_console.width < MIN_WIDTH:
+    err_console = Console(stderr=True, highlight=False, width=80)
 err_console.soft_wrap = not err_console.is_terminal
 
 BUDGET_HELP = (f"Memory budget. GPU: emulate a card this size (JAX's memory fraction is "

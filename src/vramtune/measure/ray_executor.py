@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtune import machine
-from vramtune.errors import UserError
+from vramtune.errors import UserError, quoted
 from vramtune.machine import default_cache_dir
 from vramtune.measure.cap import Cap
 from vramtune.measure.executor import SHARED_NOTE
@@ -116,6 +116,11 @@ class _Connection:
                           _temp_dir=self.own_dir)
         else:
             kwargs["address"] = address
+            try:
+                reachable(address)
+            except UserError:
+                self._restore_printer()
+                raise
         try:
             ray.init(**kwargs)
         except Exception as exc:  # ConnectionError, AuthenticationError, ValueError, ...
@@ -169,6 +174,32 @@ class _Connection:
 
 
 _CONNECTION = _Connection()
+
+
+CONNECT_TIMEOUT_S = 10.0  # a head that answers does so in milliseconds, even across a WAN
+
+
+def reachable(address: str) -> None:
+    """UserError, within CONNECT_TIMEOUT_S, where nothing answers at HOST:PORT (or
+    ray://HOST:PORT): ray.init would retry for minutes, and die slowly on SIGTERM. "auto"
+    and other forms are Ray's to resolve (it fails fast where no cluster is running)."""
+    text = address.strip()
+    text = text.removeprefix("ray://")
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdecimal() or len(port_text) > 5 or not host:
+        return
+    port = int(port_text)
+    if not 0 < port < 65536:
+        raise UserError(f"--ray-address {quoted(address)}: the port must be from 1 to 65535")
+    host = host.strip("[]")  # an IPv6 literal
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise UserError(f"cannot connect to the Ray cluster at {address}: {why} within "
+                        f"{CONNECT_TIMEOUT_S:g} s; is its head running (ray start --head), and "
+                        f"is this its GCS address (HOST:6379 by default)?") from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vramtune import paths
 from vramtune.errors import UserError
 from vramtune.records import HOST_RAM, VRAM, Status, TrialResult, utc_now
 from vramtune.results.files import write_atomic
@@ -379,13 +380,10 @@ def load_baseline(path: str | Path) -> Snapshot:
         raise UserError(f"no baseline at {path}: create it with --save (on the machine CI "
                         f"compares on)")
     try:
-        if path.stat().st_size > MAX_BASELINE_BYTES:
-            raise UserError(f"baseline {path} is over {MAX_BASELINE_BYTES} bytes")
-        text = path.read_bytes().decode("utf-8")
+        text = paths.read_bytes(path, what="baseline", max_bytes=MAX_BASELINE_BYTES
+                                ).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UserError(f"baseline {path} is not UTF-8 text (offset {exc.start})") from None
-    except OSError as exc:
-        raise UserError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
     return snapshot_from_data(parse_json(text, f"baseline {path}"), str(path))
 
 

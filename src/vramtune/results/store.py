@@ -264,6 +264,9 @@ def create_run(directory: Path, header: RunHeader) -> RunLock:
     # the directory the path names (--out ../../x/.. would make /x).
     directory = Path(os.path.normpath(directory))
     path = directory / RESULTS_FILE
+    # Written through its own reader: a header that --resume, report and emit-config would
+    # refuse is refused here, before a whole sweep is measured into it
+    RunHeader.from_dict(json.loads(json.dumps(header.to_dict())), f"the header for {directory}")
 
     def refuse_existing() -> None:
         if path.exists() and (not path.is_file() or path.stat().st_size):
@@ -313,6 +316,9 @@ _NULLABLE_INTS = {
 _NULLABLE_SECONDS_OR_RATES = ("compile_s", "steps_per_s", "steps_per_s_min", "steps_per_s_max",
                               "steps_per_s_ci_low", "steps_per_s_ci_high",
                               "measure_window_s", "wall_s")
+# Past any real machine (a trillion env steps a second; 30 years), far inside a float: a
+# figure above is damage, and doubling it for a plot's axis must not overflow to inf
+MAX_FIGURE = 1e12
 _NULLABLE_TEXTS = ("backend", "device_kind", "cap", "nvml_note", "error_type", "error_where",
                    "gpu_name", "gpu_driver", "timestamp")
 
@@ -341,7 +347,7 @@ def trial_from_dict(data: Any, where: str) -> TrialResult:
     for key, (lo, hi) in _NULLABLE_INTS.items():
         f.int(key, None, lo=lo, hi=hi, none=True)
     for key in _NULLABLE_SECONDS_OR_RATES:
-        f.number(key, None, lo=0, none=True)
+        f.number(key, None, lo=0, hi=MAX_FIGURE, none=True)
     f.number("instructions_per_env_step", None, above=0, hi=1e12, none=True)
     for key in _NULLABLE_TEXTS:
         f.text(key, None, none=True, max_len=1000, line=key in _ONE_LINE_TEXTS)
@@ -369,9 +375,10 @@ def _rates_list(f: Fields, value: Any) -> None:
     if value is None:
         return
     if (not isinstance(value, list) or len(value) > MAX_RECORDED_INTERVALS
-            or not all(is_number(v) and math.isfinite(v) and v >= 0 for v in value)):
+            or not all(is_number(v) and math.isfinite(v) and 0 <= v <= MAX_FIGURE
+                       for v in value)):
         f.fail("steps_per_s_intervals", f"a list of at most {MAX_RECORDED_INTERVALS} finite "
-               f"rates >= 0", value)
+               f"rates from 0 to {MAX_FIGURE:g}", value)
 
 
 def parse_json(text: str, where: str) -> Any:
@@ -383,6 +390,8 @@ def parse_json(text: str, where: str) -> Any:
         raise UserError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise UserError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:  # an integer past Python's digit limit (4,300 by default)
+        raise UserError(f"{where}: not usable JSON ({str(exc).split(':')[0]})") from None
 
 
 def run_directory(path: str | Path) -> Path:
@@ -449,11 +458,8 @@ def load_run(directory: str | Path) -> Run:
     """Read a run directory (or its results.jsonl); UserError if it cannot be used."""
     path = results_path(directory)
     try:
-        size = path.stat().st_size
-        if size > MAX_RESULTS_BYTES:
-            raise UserError(f"{path} is {size} bytes; a results file is at most "
-                            f"{MAX_RESULTS_BYTES}")
-        lines = path.read_bytes().decode("utf-8").splitlines()
+        lines = paths.read_bytes(path, what="results", max_bytes=MAX_RESULTS_BYTES
+                                 ).decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         raise UserError(f"{path} is not UTF-8 text (offset {exc.start}); not a vramtune "
                         f"results file") from None
@@ -493,6 +499,9 @@ def load_run(directory: str | Path) -> Run:
             raise UserError(f"{where}: not valid JSON; the file is damaged") from None
         except RecursionError:
             warnings.append(f"{where}: JSON nested too deeply; skipped")
+            continue
+        except ValueError:  # an integer past Python's digit limit: a damaged line, skipped
+            warnings.append(f"{where}: a number too long to read; skipped")
             continue
         if not isinstance(data, dict) or data.get("kind") != "trial":
             what = (f"kind {describe(data.get('kind'))}" if isinstance(data, dict)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from vramtune.errors import UserError
+from vramtune.errors import UserError, quoted
 from vramtune.inputs import (
     MAX_REFINE,
     MAX_TRAINING_STEPS,
@@ -23,12 +23,14 @@ from vramtune.inputs import (
     as_cap,
     as_choice,
     as_devices,
+    as_flag,
     as_fraction,
     as_objective,
     as_parallel,
     as_path,
     check_int,
     check_num_envs,
+    check_text,
     check_timeout,
 )
 from vramtune.machine import compile_cache_dir
@@ -36,7 +38,11 @@ from vramtune.records import MAX_PARALLEL, Objective
 from vramtune.results.store import RunHeader, run_directory
 from vramtune.tune.planner import SearchMethod, SearchSpace, keeps_base_unrolls
 from vramtune.units import budget_label, headroom_limit_bytes
-from vramtune.workload.pickled import is_pickled, profile_from_user, with_saved_factory
+from vramtune.workload.pickled import (
+    profile_from_user,
+    require_factory,
+    with_saved_factory,
+)
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
 
 CACHE_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}  # header.search
@@ -61,8 +67,17 @@ def as_types(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
     """--gpu-types: 'A100,H100' or a list; None: not a mixed-cluster sweep."""
     if value is None:
         return None
-    items = value.split(",") if isinstance(value, str) else list(value)
-    return tuple(dict.fromkeys(str(t).strip() for t in items if str(t).strip()))
+    if isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, list | tuple) and all(isinstance(t, str) for t in value):
+        items = list(value)
+    else:
+        raise UserError(f"--gpu-types is a list of accelerator types such as 'A100,H100', got "
+                        f"{quoted(value)}")
+    types = tuple(dict.fromkeys(t.strip() for t in items if t.strip()))
+    for t in types:
+        check_text(t, "--gpu-types", max_len=200)
+    return types
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,12 @@ class SweepRequest:
         check_timeout(self.timeout_s)
         check_int(self.confirm_steps, "--confirm-steps", 1, MAX_TRAINING_STEPS)
         as_devices(self.devices)
+        for name, value in (("cache", self.cache), ("confirm", self.confirm),
+                            ("standby", self.standby)):  # parse() reads words; here, typed
+            if not isinstance(value, bool) and (value is not None or name == "standby"):
+                raise UserError(f"--{name} is True or False, got {quoted(value)}")
+        check_text(self.ray_address, "--ray-address")
+        check_text(self.gpu_type, "--gpu-types")
         object.__setattr__(self, "parallel", as_parallel(self.parallel))  # 'AUTO' -> 'auto'
         if self.executor is not None and self.executor not in EXECUTORS:
             raise UserError(f"unknown executor {self.executor!r}: expected one of "
@@ -115,7 +136,7 @@ class SweepRequest:
         margin = self.speed_margin_fraction
         if margin is not None and (isinstance(margin, bool) or not isinstance(margin, int | float)
                 or not math.isfinite(margin) or not 0 <= margin < 1):
-            raise UserError(f"--speed-margin must be at least 0% and below 100%, got {margin!r}")
+            raise UserError(f"--speed-margin must be at least 0% and below 100%, got {quoted(margin)}")
 
     @classmethod
     def parse(cls, profile: str | Path | Profile | Mapping[str, Any] | Callable[[], Any] | None = None, *,
@@ -137,7 +158,7 @@ class SweepRequest:
             profile = profile_from_user(profile)
         # Flags the user gave that contradict each other are refused, not one silently
         # dropped (here, not in __post_init__: a resume fills confirm_steps from its header)
-        if confirm is False and confirm_steps is not None:
+        if as_flag(confirm, "--confirm") is False and confirm_steps is not None:
             raise UserError("--confirm-steps sets the confirming run's length and --no-confirm "
                             "runs none: drop one of them")
         if resume is not None and out is not None:
@@ -146,8 +167,9 @@ class SweepRequest:
         return cls(profile=profile, budget_bytes=as_cap(gpu_mem),
                    headroom_fraction=as_fraction(headroom), start=start, max_envs=max_envs,
                    refine=refine, objective=as_objective(objective), out=as_path(out, "--out"),
-                   resume=as_path(resume, "--resume"), timeout_s=timeout_s, cache=cache,
-                   standby=standby, confirm=confirm, confirm_steps=confirm_steps,
+                   resume=as_path(resume, "--resume"), timeout_s=timeout_s,
+                   cache=as_flag(cache, "--cache"), standby=as_flag(standby, "--standby"),
+                   confirm=as_flag(confirm, "--confirm"), confirm_steps=confirm_steps,
                    devices=devices, search=as_search(search), parallel=as_parallel(parallel),
                    executor=None if executor is None else str(executor),
                    ray_address=ray_address, gpu_type=gpu_type, gpu_types=as_types(gpu_types),
@@ -220,7 +242,7 @@ def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:
         try:
             parallel = as_parallel(ran)
         except UserError:
-            raise UserError(f"{where}: its header's parallel is {ran!r}, not auto or a whole "
+            raise UserError(f"{where}: its header's parallel is {quoted(ran)}, not auto or a whole "
                             f"number from 1 to {MAX_PARALLEL}: the file is damaged") from None
     objective = r.objective
     if objective is None and searched.get("objective"):
@@ -312,10 +334,7 @@ def resolve(request: SweepRequest) -> SweepPlan:
     """Defaults applied (the profile's start and maximum, 10% headroom, the predictive
     search, throughput, confirmation on), and the checks that need two options at once."""
     r = request
-    prof = as_profile(r.profile)
-    if is_pickled(prof) and prof.factory is None:
-        raise UserError(f"env {prof.env} is a factory pickled from a notebook, and this "
-                        f"profile does not carry it: pass the profile dict with the callable")
+    prof = require_factory(as_profile(r.profile))
     method = SearchMethod.PREDICTIVE if r.search is None else r.search
     refine = r.refine
     if refine is None and method is SearchMethod.BISECT:

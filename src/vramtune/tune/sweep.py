@@ -181,6 +181,14 @@ def prepare(request: SweepRequest, *, nvml: Nvml | None = None) -> PreparedSweep
         previous = load_run(directory)
         request = reconcile(request, previous.header)
     plan = resolve(request)
+    space = plan.config.space()
+    if space.start > space.max_envs:  # refused before a run folder exists: nothing to run
+        raise UserError(f"start {space.start} is above the maximum {space.max_envs}")
+    if not doubling_sizes(space):
+        raise UserError(f"no num_envs between {space.start} and {space.max_envs} satisfies "
+                        f"Brax's batch rules for this profile"
+                        + (f" on {plan.config.device_count} devices (num_envs must divide by "
+                           f"the device count)" if plan.config.device_count > 1 else ""))
     if previous is None and request.out is not None:
         check_new_run(request.out)  # before a cluster is started or joined for nothing
     lock: RunLock | None = None

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from vramtune import paths
 from vramtune.errors import UserError
 from vramtune.workload.profile import Profile, profile_from_dict, safe_name
 from vramtune.workload.sources import PICKLED, parse_source
@@ -113,6 +114,15 @@ def is_pickled(profile: Profile) -> bool:
     return parse_source(profile.env).kind == PICKLED
 
 
+def require_factory(profile: Profile) -> Profile:
+    """The profile, if a trial can build its env: one whose env was pickled from a notebook
+    must carry the factory's bytes (a profile file naming one cannot)."""
+    if is_pickled(profile) and profile.factory is None:
+        raise UserError(f"env {profile.env} is a factory pickled from a notebook, and this "
+                        f"profile does not carry it: pass the profile dict with the callable")
+    return profile
+
+
 def save_factory(run_dir: Path, profile: Profile) -> None:
     """Keep the factory beside the run's results, for --resume (the header keeps its digest)."""
     if profile.factory is None:
@@ -133,11 +143,11 @@ def with_saved_factory(profile: Profile, run_dir: Path, given: Profile | None = 
         return replace(profile, factory=given.factory)
     path = run_dir / FACTORY_FILE
     try:
-        data = path.read_bytes()
-    except OSError as exc:
+        data = paths.read_bytes(path, what="env factory", max_bytes=MAX_FACTORY_BYTES)
+    except UserError as exc:
         raise UserError(f"{run_dir} was swept with an env factory from a notebook, and its "
-                        f"{FACTORY_FILE} cannot be read ({exc.strerror or exc}): pass the "
-                        f"profile dict with the same factory again") from None
+                        f"{FACTORY_FILE} cannot be read ({exc}): pass the profile dict with "
+                        f"the same factory again") from None
     if digest(data) != want:
         raise UserError(f"{path} is not the env factory {run_dir} was measured with (digest "
                         f"{digest(data)}, the run's {want}); start a new sweep instead")

@@ -16,7 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from vramtune.errors import UserError
+from vramtune import paths
+from vramtune.errors import UserError, quoted
 from vramtune.schema import (
     MAX_BATCH_SIZE,
     MAX_NUM_ENVS,
@@ -338,9 +339,10 @@ def load_profile(name_or_path: str | Path) -> Profile:
         path = builtins[text]
     else:
         path = Path(text).expanduser()
-        if not text.strip() or not path.is_file():
-            raise UserError(f"unknown profile {text!r}: not a file, and the built-in profiles are "
-                            f"{', '.join(sorted(builtins))}")
+        # paths.is_file: a name too long for the file system is "not a file", not an OSError
+        if not text.strip() or not paths.is_file(path):
+            raise UserError(f"unknown profile {quoted(text)}: not a file, and the built-in "
+                            f"profiles are {', '.join(sorted(builtins))}")
     data = yamlio.load_file(path, what="profile")
     if data is None:
         raise UserError(f"profile {path} is empty: a profile is a YAML mapping with at least "
