@@ -238,9 +238,8 @@ def child(args: argparse.Namespace) -> int:
         from vramtune import compat
 
         jax.device_put_replicated = compat._device_put_replicated
-        jax.device_put_sharded = compat._device_put_sharded
         jnp.clip = compat._clip_with_old_keywords(jnp.clip)
-        patches = ("device_put_replicated", "device_put_sharded", "numpy.clip (forced)")
+        patches = ("device_put_replicated", "numpy.clip (forced)")
     emit("versions", jax=jax.__version__, backend=jax.default_backend(),
          warp_imported="warp" in sys.modules and sys.modules["warp"] is not None,
          patched=list(patches))

@@ -669,6 +669,8 @@ BENCH_MAX_REPEAT = 1000
 def parse_num_envs_list(text: str | Sequence[int]) -> list[int]:
     """'64,256' (or [64, 256]) -> [64, 256], duplicates dropped; one-line UserError for
     anything else."""
+    if not isinstance(text, str | list | tuple):
+        raise UserError(f"invalid --sizes {quoted(text)}: expected e.g. '64,256' or [64, 256]")
     parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else list(text)
     sizes: list[int] = []
     for part in parts:

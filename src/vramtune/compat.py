@@ -31,6 +31,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
+from vramtune import paths
 from vramtune.errors import UserError
 
 # What vramtune's suite passes on (constraints/tested.txt, whose pins a test checks this
@@ -42,8 +43,9 @@ FIX = ("install brax from its git main branch (pip install 'brax @ "
 
 # jax functions brax's released code calls that jax has removed, and the stand-ins this module
 # knows (brax main's own code). A removed function brax calls that is not here cannot be
-# patched: the stack is refused.
-PATCHABLE = ("device_put_replicated", "device_put_sharded")
+# patched: the stack is refused. (brax 0.14.2 calls device_put_replicated only; brax main
+# replaced it with the code below.)
+PATCHABLE = ("device_put_replicated",)
 CLIP = "numpy.clip"  # the gap's name when jnp.clip has lost its a_min / a_max keywords
 _CLIP_OLD_KEYWORDS = ("a_min", "a_max")
 _MAX_FILE_BYTES = 2_000_000  # brax's largest module is ~60 kB: a bound on what one file costs
@@ -130,12 +132,21 @@ def _package_dir(name: str, path: Sequence[str] | None) -> Path | None:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def _parse(path: Path) -> ast.Module | None:
+def _source(path: Path) -> bytes | None:
+    """A regular file's bytes, bounded; None for anything else (a FIFO would block)."""
     try:
-        if path.stat().st_size > _MAX_FILE_BYTES:
-            return None
-        return ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
+        return paths.read_bytes(path, what="source", max_bytes=_MAX_FILE_BYTES)
+    except UserError:
+        return None
+
+
+def _parse(path: Path) -> ast.Module | None:
+    source = _source(path)
+    if source is None:
+        return None
+    try:
+        return ast.parse(source, filename=str(path))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 
@@ -208,6 +219,7 @@ def jax_lacks(init: ast.Module, names: Sequence[str]) -> tuple[str, ...]:
 
 
 _TOP_LEVEL_DEF = re.compile(rb"^def clip\(", re.MULTILINE)
+# A line starting at column 0 that is no comment and no signature's closing ") -> ...:"
 _NEXT_TOP_LEVEL = re.compile(rb"^[^\s#)]", re.MULTILINE)
 
 
@@ -219,13 +231,11 @@ def clip_keywords(source: bytes) -> frozenset[str] | None:
     if start is None:
         return None
     after = start.end()
-    while (end := _NEXT_TOP_LEVEL.search(source, after)) is not None and \
-            source[end.start():end.start() + 1] in (b")", b"-"):
-        after = end.end()  # a closing parenthesis of the signature, an annotation arrow
+    end = _NEXT_TOP_LEVEL.search(source, after)  # the next statement at column 0
     text = source[start.start():end.start() if end else len(source)]
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError):
         return None
     node = tree.body[0] if tree.body else None
     if not isinstance(node, ast.FunctionDef):
@@ -239,10 +249,8 @@ def _jax_clip_lacks_old_keywords(jax_dir: Path) -> bool:
     cannot be found the answer is no (patching nothing that was not shown missing)."""
     for file in [jax_dir / "_src" / "numpy" / "lax_numpy.py",
                  *sorted((jax_dir / "_src" / "numpy").glob("*.py"))]:
-        try:
-            keywords = clip_keywords(file.read_bytes()) if file.is_file() else None
-        except OSError:
-            keywords = None
+        source = _source(file)
+        keywords = clip_keywords(source) if source is not None else None
         if keywords is not None:
             return not set(_CLIP_OLD_KEYWORDS) <= keywords
     return False
@@ -263,10 +271,15 @@ def brax_uses(module: ast.Module, removed: Sequence[str], clip_gone: bool) -> se
     return found
 
 
-def _brax_modules(brax_dir: Path) -> Iterator[Path]:
-    """brax's modules a training can import: tests left out."""
+_NOT_TRAINING = ("tests", "experimental", "v1")  # brax folders a PPO training never imports
+
+
+def brax_modules(brax_dir: Path) -> Iterator[Path]:
+    """brax's modules a training can import: tests, experiments and the old v1 left out
+    (judged inside brax: the folder brax is installed in may be called anything)."""
     for file in sorted(brax_dir.rglob("*.py")):
-        if not file.name.endswith("_test.py") and "tests" not in file.parts:
+        inside = file.relative_to(brax_dir).parts
+        if not file.name.endswith("_test.py") and not set(inside[:-1]) & set(_NOT_TRAINING):
             yield file
 
 
@@ -285,7 +298,8 @@ def find_gaps(jax_dir: Path, brax_dir: Path) -> tuple[Gap, ...]:
     init = _parse(jax_dir / "__init__.py")
     if init is None:
         return ()
-    removed = tuple(dict.fromkeys((*_removed_names(init), *jax_lacks(init, PATCHABLE))))
+    # a None entry in _deprecations is gone unless the name is also bound plainly
+    removed = jax_lacks(init, tuple(dict.fromkeys((*_removed_names(init), *PATCHABLE))))
     clip_gone = _jax_clip_lacks_old_keywords(jax_dir)
     if not removed and not clip_gone:
         return ()
@@ -293,14 +307,13 @@ def find_gaps(jax_dir: Path, brax_dir: Path) -> tuple[Gap, ...]:
     words = [*removed, *(_CLIP_OLD_KEYWORDS if clip_gone else ())]
     pattern = re.compile("|".join(re.escape(w) for w in words).encode())
     where: dict[str, list[str]] = {}
-    for file in _brax_modules(brax_dir):
-        try:
-            if file.stat().st_size > _MAX_FILE_BYTES or not pattern.search(file.read_bytes()):
-                continue
-        except OSError:
+    for file in brax_modules(brax_dir):
+        source = _source(file)
+        if source is None or not pattern.search(source):
             continue
-        module = _parse(file)
-        if module is None:
+        try:
+            module = ast.parse(source, filename=str(file))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         for api in brax_uses(module, removed, clip_gone):
             where.setdefault(api, []).append(file.relative_to(brax_dir.parent).as_posix())
@@ -316,16 +329,11 @@ def stack_verdict(path: Sequence[str] | None = None) -> StackVerdict:
     return StackVerdict(_version("jax", path), _version("brax", path), gaps)
 
 
-@functools.cache
-def installed_verdict() -> StackVerdict:
-    """``stack_verdict()`` of this process's own import path, read once."""
-    return stack_verdict()
-
-
 def require_trainable_stack(path: Sequence[str] | None = None) -> StackVerdict:
     """The verdict; UserError (one line, exit 2) before any trial where the pair cannot
-    train even patched."""
-    verdict = stack_verdict(path) if path is not None else installed_verdict()
+    train even patched. Read afresh each time (~0.1 s): a notebook that fixed its stack is
+    not refused from a cache (the trials, not this process, import jax)."""
+    verdict = stack_verdict(path)
     if verdict.problem is not None:
         raise UserError(verdict.problem)
     return verdict
@@ -355,34 +363,15 @@ def _device_put_replicated(x: Any, devices: Sequence[Any]) -> Any:
     return jax.tree_util.tree_map(replicate, x)
 
 
-def _device_put_sharded(shards: Sequence[Any], devices: Sequence[Any]) -> Any:
-    """jax.device_put_sharded: shard i of each leaf on device i, stacked on a new leading
-    axis (the same mesh as brax main's stand-in for the replicated form)."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    devices = list(devices)
-    if len(shards) != len(devices):
-        raise ValueError(f"len(shards) = {len(shards)} must equal len(devices) = {len(devices)}")
-    mesh = jax.sharding.Mesh(np.array(devices), ("_device_put_sharded",))
-    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("_device_put_sharded"))
-
-    def stack(*leaves: Any) -> Any:
-        on_device = any(isinstance(leaf, jax.Array) for leaf in leaves)
-        return jax.device_put((jnp.stack if on_device else np.stack)(leaves), sharding)
-
-    return jax.tree_util.tree_map(stack, *shards)
-
-
 def _clip_with_old_keywords(clip: Any) -> Any:
     """jnp.clip that also takes a_min / a_max (brax main passes min / max instead)."""
     @functools.wraps(clip)
     def patched(*args: Any, a_min: Any = None, a_max: Any = None, **kwargs: Any) -> Any:
-        if a_min is not None:
-            kwargs.setdefault("min", a_min)
-        if a_max is not None:
-            kwargs.setdefault("max", a_max)
+        for old, new, value in (("a_min", "min", a_min), ("a_max", "max", a_max)):
+            if value is not None:
+                if kwargs.get(new) is not None:
+                    raise TypeError(f"clip got both {old} and {new}")
+                kwargs[new] = value
         return clip(*args, **kwargs)
 
     patched.vramtune_patch = True  # type: ignore[attr-defined]
@@ -401,10 +390,12 @@ def _missing(module: Any, name: str) -> bool:
     return False
 
 
-def patch_brax() -> tuple[str, ...]:
-    """Make the imported jax take what brax 0.14.2 calls, the way brax main does instead;
-    only what this jax lacks, once per process. Returns the stand-ins now in place (empty on a
-    jax that has them all). Call it before ``ppo.train``, in the process that trains::
+def patch_brax(apis: Sequence[str] | None = None) -> tuple[str, ...]:
+    """Put in the stand-ins brax main uses for what the installed brax calls and the imported
+    jax no longer has; nothing else, once per process. Returns the stand-ins in place.
+    ``apis``: which ones (default: the gaps ``stack_verdict()`` reads from disk, so a brax
+    that no longer calls them, brax main, gets nothing). Call it before ``ppo.train``, in the
+    process that trains::
 
         import vramtune.compat
         vramtune.compat.patch_brax()
@@ -414,22 +405,21 @@ def patch_brax() -> tuple[str, ...]:
     import jax
     import jax.numpy as jnp
 
+    wanted = stack_verdict().patches if apis is None else tuple(apis)
     applied = []
-    stand_ins = {"device_put_replicated": _device_put_replicated,
-                 "device_put_sharded": _device_put_sharded}
-    for name, stand_in in stand_ins.items():
-        if _missing(jax, name):
-            setattr(jax, name, stand_in)  # found before jax's __getattr__ is asked
-        if vars(jax).get(name) is stand_in:
-            applied.append(name)
-    if getattr(jnp.clip, "vramtune_patch", False):
-        applied.append(CLIP)
-    else:
-        try:
-            keywords = set(inspect.signature(jnp.clip).parameters)
-        except (TypeError, ValueError):
-            keywords = set(_CLIP_OLD_KEYWORDS)  # unreadable: leave it as it is
-        if not set(_CLIP_OLD_KEYWORDS) <= keywords:
-            jnp.clip = _clip_with_old_keywords(jnp.clip)
+    if "device_put_replicated" in wanted:
+        if _missing(jax, "device_put_replicated"):
+            jax.device_put_replicated = _device_put_replicated  # before jax's __getattr__
+        if vars(jax).get("device_put_replicated") is _device_put_replicated:
+            applied.append("device_put_replicated")
+    if CLIP in wanted:
+        if not getattr(jnp.clip, "vramtune_patch", False):
+            try:
+                keywords = set(inspect.signature(jnp.clip).parameters)
+            except (TypeError, ValueError):
+                keywords = set(_CLIP_OLD_KEYWORDS)  # unreadable: leave it as it is
+            if not set(_CLIP_OLD_KEYWORDS) <= keywords:
+                jnp.clip = _clip_with_old_keywords(jnp.clip)
+        if getattr(jnp.clip, "vramtune_patch", False):
             applied.append(CLIP)
     return tuple(applied)

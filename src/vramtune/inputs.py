@@ -15,7 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
-from vramtune.errors import UserError, quoted
+from vramtune.errors import CONTROL, UserError, quoted
 from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
 from vramtune.records import MAX_PARALLEL, PARALLEL_AUTO, Objective
 from vramtune.schema import MAX_NUM_ENVS
@@ -194,7 +194,7 @@ def check_text(value: str | None, flag: str, max_len: int = 1000) -> str | None:
     """A one-line text option of at most ``max_len`` characters; None stays None."""
     if value is None:
         return None
-    if not isinstance(value, str) or len(value) > max_len or "\n" in value or "\0" in value:
+    if not isinstance(value, str) or len(value) > max_len or CONTROL.search(value):
         raise UserError(f"{flag} must be one line of text of at most {max_len} characters, "
                         f"got {quoted(value)}")
     return value

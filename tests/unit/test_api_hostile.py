@@ -149,7 +149,6 @@ def test_words_the_cli_would_parse_are_parsed() -> None:
 
 def test_a_header_its_reader_refuses_is_never_written(scratch: Path) -> None:
     from vramtune.results.store import RunHeader, create_run
-
     from vramtune.workload.profile import load_profile
 
     bad = RunHeader("quick", "abc", load_profile("quick").to_dict(), None, 0.1, {}, {},

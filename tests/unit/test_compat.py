@@ -81,7 +81,27 @@ def test_released_brax_on_jax_0_9_2_needs_nothing(tmp_path: Path) -> None:
 @pytest.mark.parametrize("version", JAX_RELEASES)
 def test_brax_main_calls_nothing_jax_removed(version: str, tmp_path: Path) -> None:
     # brax main still calls itself 0.14.2: the code decides, not the version
-    assert find_gaps(jax_release(version, tmp_path), DATA / "brax-main" / "brax") == ()
+    brax_main = DATA / "brax-main" / "brax"
+    assert len(list(compat.brax_modules(brax_main))) == 6  # every file read, none skipped
+    assert find_gaps(jax_release(version, tmp_path), brax_main) == ()
+
+
+def test_brax_installed_under_a_folder_named_tests_is_still_read(tmp_path: Path) -> None:
+    if not brax_release_calls_device_put_replicated():
+        pytest.skip("the installed brax is not the 0.14.2 release")
+    brax = tmp_path / "tests" / "site" / "brax"
+    shutil.copytree(installed_brax(), brax, ignore=shutil.ignore_patterns("__pycache__"))
+    gaps = find_gaps(jax_release("0.10.2", tmp_path / "j"), brax)
+    assert {g.api for g in gaps} == {"device_put_replicated", CLIP}
+
+
+def test_a_fifo_among_brax_modules_is_skipped_not_waited_on(tmp_path: Path) -> None:
+    brax = tmp_path / "brax"
+    brax.mkdir()
+    os.mkfifo(brax / "stuck.py")
+    (brax / "ok.py").write_text("import jax\nX = jax.device_put_replicated\n")
+    gaps = find_gaps(jax_release("0.10.2", tmp_path / "j"), brax)
+    assert gaps == (Gap("device_put_replicated", ("brax/ok.py",)),)
 
 
 def test_a_removed_function_with_no_stand_in_is_refused_with_the_fix(tmp_path: Path) -> None:
@@ -122,18 +142,16 @@ def test_the_installed_stack_trains_and_the_live_patch_matches_the_verdict() -> 
               "applied = patch_brax()\n"
               "assert patch_brax() == applied  # once per process\n"
               "x = jnp.arange(4.0)\n"
-              "assert (jnp.clip(x, a_min=1.0, a_max=2.0) == jnp.clip(x, 1.0, 2.0)).all()\n"
-              "put = jax.device_put_replicated({'w': x}, jax.local_devices())\n"
-              "assert put['w'].shape == (1, 4)\n"
+              "if 'numpy.clip' in applied:\n"
+              "    assert (jnp.clip(x, a_min=1.0, a_max=2.0) == jnp.clip(x, 1.0, 2.0)).all()\n"
+              "if 'device_put_replicated' in applied or hasattr(jax, 'device_put_replicated'):\n"
+              "    put = jax.device_put_replicated({'w': x}, jax.local_devices())\n"
+              "    assert put['w'].shape == (1, 4)\n"
               "print(json.dumps(applied))\n")
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True,
                          text=True, timeout=120, env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert out.returncode == 0, out.stderr
-    applied = set(json.loads(out.stdout))
-    expected = set(verdict.patches)
-    if "device_put_replicated" in expected:  # brax calls one; jax lost both together
-        expected.add("device_put_sharded")
-    assert applied == expected
+    assert set(json.loads(out.stdout)) == set(verdict.patches)
 
 
 STAND_INS = """
@@ -147,11 +165,7 @@ assert len(devices) == 2
 tree = {"w": jnp.arange(6.0).reshape(2, 3), "n": np.int32(7), "s": (jnp.ones(2), 1.5)}
 ours = compat._device_put_replicated(tree, devices)
 theirs = jax.device_put_replicated(tree, devices)
-shards = [{"a": jnp.full(3, float(i))} for i in range(2)]
-ours_s = compat._device_put_sharded(shards, devices)
-theirs_s = jax.device_put_sharded(shards, devices)
-for a, b in [*zip(jax.tree.leaves(ours), jax.tree.leaves(theirs)),
-             *zip(jax.tree.leaves(ours_s), jax.tree.leaves(theirs_s))]:
+for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs)):
     assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
     assert (np.asarray(a) == np.asarray(b)).all()
     assert a.sharding.device_set == b.sharding.device_set

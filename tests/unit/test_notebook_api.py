@@ -139,7 +139,7 @@ def test_a_bare_factory_is_the_dict_form_with_default_settings():
 
 def test_a_profile_that_is_not_a_dict_or_name_is_one_line(tmp_path, monkeypatch):
     _one_line_and_nothing_written(lambda: vramtune.sweep(5), tmp_path, monkeypatch,
-                                  "unknown profile '5'")
+                                  "a profile is a built-in name")
 
 
 def test_a_pickled_env_without_its_bytes_is_refused_before_a_run_exists(tmp_path, monkeypatch):

@@ -27,8 +27,9 @@ elif console.width < MIN_WIDTH:  # COLUMNS=0, a 10-column pane: the usual 80
 # Off a terminal (a pipe, a log, CI) a message stays one line: rich would break it at its
 # width, inside a path or a figure, and a grep would miss it. On a terminal it word-wraps.
 err_console = Console(stderr=True, highlight=False)
-if err_console.is_terminal and err_console.width < MIN_WIDTH:
-    err_console = Console(stderr=True, highlight=False, width=80)
+if err_console.width < MIN_WIDTH:  # COLUMNS=0 printed nothing at all, on a pipe too
+    err_console = Console(stderr=True, highlight=False,
+                          width=80 if err_console.is_terminal else 200)
 err_console.soft_wrap = not err_console.is_terminal
 
 BUDGET_HELP = (f"Memory budget. GPU: emulate a card this size (JAX's memory fraction is "

@@ -118,7 +118,7 @@ class _Connection:
             kwargs["address"] = address
             try:
                 reachable(address)
-            except UserError:
+            except BaseException:
                 self._restore_printer()
                 raise
         try:
@@ -195,8 +195,9 @@ def reachable(address: str) -> None:
     try:
         with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
             pass
-    except OSError as exc:
-        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+    except (OSError, ValueError) as exc:  # ValueError: a host name IDNA cannot encode
+        why = ("no answer" if isinstance(exc, TimeoutError) else
+               exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
         raise UserError(f"cannot connect to the Ray cluster at {address}: {why} within "
                         f"{CONNECT_TIMEOUT_S:g} s; is its head running (ray start --head), and "
                         f"is this its GCS address (HOST:6379 by default)?") from None

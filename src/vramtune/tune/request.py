@@ -190,12 +190,19 @@ def as_profile(profile: str | Path | Profile | Mapping[str, Any] | Callable[[], 
         return profile
     if isinstance(profile, Mapping) or _is_factory(profile):
         return profile_from_user(profile)
-    return load_profile(profile or "quick")
+    if profile is None:
+        return load_profile("quick")
+    if not isinstance(profile, str | Path):
+        raise UserError(f"a profile is a built-in name, a YAML file, a Profile, a dict or an "
+                        f"env factory, got {quoted(profile)}")
+    return load_profile(profile)
 
 
 def _is_factory(profile: Any) -> bool:
-    """A bare env factory (``vramtune.sweep(make_env)``), not a name, path or profile."""
-    return callable(profile) and not isinstance(profile, (str, Path, Profile, Mapping))
+    """A bare env factory (``vramtune.sweep(make_env)``: a function, a class, a partial),
+    not a name, path or profile, and none of Python's own builtins (``print``, ``int``)."""
+    return (callable(profile) and not isinstance(profile, str | Path | Profile | Mapping)
+            and getattr(profile, "__module__", None) != "builtins")
 
 
 def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:

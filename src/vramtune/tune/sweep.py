@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vramtune import machine
-from vramtune.compat import installed_verdict
+from vramtune.compat import stack_verdict
 from vramtune.errors import UserError
 from vramtune.inputs import MAX_TRAINING_STEPS
 from vramtune.measure.executor import Executor, LocalExecutor
@@ -126,7 +126,7 @@ def make_header(config: SweepConfig, nvml: Nvml | None, cap: str | None,
                      gpu_name=info.name if info else None,
                      gpu_driver=info.driver if info else None,
                      gpu_total_bytes=info.total_bytes if info else None, cap=cap, search=search,
-                     stack=installed_verdict().line if node is None else None)
+                     stack=stack_verdict().line if node is None else None)
 
 
 def reusable(previous: Run | None, header: RunHeader, config: SweepConfig) -> list[TrialResult]:
