@@ -147,3 +147,17 @@ def test_files_that_are_not_files_are_refused_without_blocking(tmp_path: Path, m
     with pytest.raises(UserError, match="cannot read env factory"):
         paths.read_bytes(path, what="env factory", max_bytes=1000)
     assert time.monotonic() - started < 5
+
+
+def test_resume_of_a_notebook_run_whose_factory_is_a_fifo(tmp_path: Path) -> None:
+    run = a_run(tmp_path)
+    lines = (run / "results.jsonl").read_text().splitlines()
+    head = json.loads(lines[0])
+    head["profile"]["env"] = "pickled:make_env@0123456789abcdef"
+    (run / "results.jsonl").write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    os.mkfifo(run / "env_factory.pkl")
+    started = time.monotonic()
+    out = run_cli("sweep", "--resume", str(run), cwd=tmp_path, timeout=120)
+    line = one_line_refusal(out)
+    assert "env_factory.pkl cannot be read" in line and "not a regular file" in line
+    assert time.monotonic() - started < 60
