@@ -198,9 +198,9 @@ def reachable(address: str) -> None:
     except (OSError, ValueError) as exc:  # ValueError: a host name IDNA cannot encode
         why = ("no answer" if isinstance(exc, TimeoutError) else
                exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
-        raise UserError(f"cannot connect to the Ray cluster at {address}: {why} within "
-                        f"{CONNECT_TIMEOUT_S:g} s; is its head running (ray start --head), and "
-                        f"is this its GCS address (HOST:6379 by default)?") from None
+        raise UserError(f"cannot connect to the Ray cluster at {address}: {why} (waited at "
+                        f"most {CONNECT_TIMEOUT_S:g} s); is its head running (ray start --head), "
+                        f"and is this its GCS address (HOST:6379 by default)?") from None
 
 
 def _first_line(exc: BaseException) -> str:
