@@ -13,8 +13,8 @@ Two halves, one module:
   brax's code parsed for what it calls. Each gap is patched or, where no sound stand-in is
   known, refused before any trial with the fix.
 * ``patch_brax()`` runs where jax is imported (each trial's process, and the user's training:
-  ``import vramtune.compat; vramtune.compat.patch_brax()``) and puts back exactly what brax
-  main does instead, only for what the live jax lacks.
+  ``import vramtune.compat; vramtune.compat.patch_brax()``) and puts in what brax main does
+  instead, for the gaps the disk verdict finds and the live jax lacks; nothing else.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class StackVerdict:
 
     @property
     def patches(self) -> tuple[str, ...]:
-        """The stand-ins a trial will run with (``patch_brax`` decides for itself, live)."""
+        """The stand-ins a trial will run with (what ``patch_brax()`` puts in by default)."""
         return tuple(g.api for g in self.gaps if g.patchable)
 
     @property
@@ -140,14 +140,17 @@ def _source(path: Path) -> bytes | None:
         return None
 
 
-def _parse(path: Path) -> ast.Module | None:
-    source = _source(path)
-    if source is None:
-        return None
+def _parse_source(source: bytes, name: str = "<source>") -> ast.Module | None:
+    """The module's tree, or None where it does not parse (on this Python, or at all)."""
     try:
-        return ast.parse(source, filename=str(path))
+        return ast.parse(source, filename=name)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def _parse(path: Path) -> ast.Module | None:
+    source = _source(path)
+    return None if source is None else _parse_source(source, str(path))
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -200,11 +203,9 @@ def _deprecations(node: ast.stmt) -> dict[str, bool] | None:
     return table
 
 
-def jax_lacks(init: ast.Module, names: Sequence[str]) -> tuple[str, ...]:
-    """Which of ``names`` ``import jax; jax.NAME`` would raise AttributeError for, read from
-    jax's ``__init__``: bound at module level (and not deleted after), or behind a live entry
-    of ``_deprecations``, it is there; a ``_deprecations`` entry mapped to ``None``, or no
-    binding at all, is gone."""
+def _bindings(init: ast.Module) -> tuple[set[str], dict[str, bool]]:
+    """jax's ``__init__`` as the interpreter leaves it: the names bound at module level (and
+    not deleted after), and ``_deprecations`` (name -> whether a function is behind it)."""
     bound: set[str] = set()
     deprecated: dict[str, bool] = {}
     for node in _top_level(init.body):
@@ -215,6 +216,14 @@ def jax_lacks(init: ast.Module, names: Sequence[str]) -> tuple[str, ...]:
             bound -= {t.id for t in node.targets if isinstance(t, ast.Name)}
         else:
             bound.update(_targets(node))
+    return bound, deprecated
+
+
+def jax_lacks(init: ast.Module, names: Sequence[str]) -> tuple[str, ...]:
+    """Which of ``names`` ``import jax; jax.NAME`` would raise AttributeError for: bound at
+    module level, or behind a live entry of ``_deprecations``, it is there; a
+    ``_deprecations`` entry mapped to ``None``, or no binding at all, is gone."""
+    bound, deprecated = _bindings(init)
     return tuple(n for n in names if n not in bound and not deprecated.get(n, False))
 
 
@@ -232,12 +241,8 @@ def clip_keywords(source: bytes) -> frozenset[str] | None:
         return None
     after = start.end()
     end = _NEXT_TOP_LEVEL.search(source, after)  # the next statement at column 0
-    text = source[start.start():end.start() if end else len(source)]
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-    node = tree.body[0] if tree.body else None
+    tree = _parse_source(source[start.start():end.start() if end else len(source)])
+    node = tree.body[0] if tree is not None and tree.body else None
     if not isinstance(node, ast.FunctionDef):
         return None
     a = node.args
@@ -285,12 +290,7 @@ def brax_modules(brax_dir: Path) -> Iterator[Path]:
 
 def _removed_names(init: ast.Module) -> tuple[str, ...]:
     """Every name jax keeps in ``_deprecations`` mapped to None: removed, with a message."""
-    names = []
-    for node in _top_level(init.body):
-        table = _deprecations(node)
-        if table:
-            names += [name for name, alive in table.items() if not alive]
-    return tuple(dict.fromkeys(names))
+    return tuple(name for name, alive in _bindings(init)[1].items() if not alive)
 
 
 def find_gaps(jax_dir: Path, brax_dir: Path) -> tuple[Gap, ...]:
@@ -309,11 +309,9 @@ def find_gaps(jax_dir: Path, brax_dir: Path) -> tuple[Gap, ...]:
     where: dict[str, list[str]] = {}
     for file in brax_modules(brax_dir):
         source = _source(file)
-        if source is None or not pattern.search(source):
-            continue
-        try:
-            module = ast.parse(source, filename=str(file))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        module = (_parse_source(source, str(file))
+                  if source is not None and pattern.search(source) else None)
+        if module is None:
             continue
         for api in brax_uses(module, removed, clip_gone):
             where.setdefault(api, []).append(file.relative_to(brax_dir.parent).as_posix())
