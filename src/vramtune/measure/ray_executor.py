@@ -197,7 +197,8 @@ def reachable(address: str) -> None:
             pass
     except (OSError, ValueError) as exc:  # ValueError: a host name IDNA cannot encode
         why = ("no answer" if isinstance(exc, TimeoutError) else
-               exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
+               f"{host!r} is not a valid host name" if isinstance(exc, ValueError) else
+               exc.strerror or str(exc))
         raise UserError(f"cannot connect to the Ray cluster at {address}: {why} (waited at "
                         f"most {CONNECT_TIMEOUT_S:g} s); is its head running (ray start --head), "
                         f"and is this its GCS address (HOST:6379 by default)?") from None
