@@ -28,7 +28,8 @@ from vramtune import api
 from vramtune.measure.wire import TrialStarted
 from vramtune.records import Purpose, TrialResult
 from vramtune.tune.recommend import past_boundary
-from vramtune.tune.sweep import SweepConfig, next_steps, trial_request
+from vramtune.tune.request import SweepConfig
+from vramtune.tune.sweep import next_steps, trial_request
 
 SWEEP = {"gpu_mem": "1.3GB", "start": 128, "max_envs": 2048, "refine": 1, "cache": False,
          "confirm": False}

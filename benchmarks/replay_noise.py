@@ -31,7 +31,7 @@ from vramtune.records import Status
 from vramtune.tune import search
 from vramtune.tune.planner import candidates
 from vramtune.tune.prior import slope_prior
-from vramtune.tune.sweep import SweepConfig
+from vramtune.tune.request import SweepConfig
 from vramtune.workload.profile import load_profile
 
 MIB = 2 ** 20

@@ -41,7 +41,8 @@ from vramtune.records import Objective, Purpose, Status, TrialResult
 from vramtune.tune import planner, search
 from vramtune.tune.prior import slope_prior
 from vramtune.tune.recommend import choose
-from vramtune.tune.sweep import SweepConfig, next_steps, trial_request
+from vramtune.tune.request import SweepConfig
+from vramtune.tune.sweep import next_steps, trial_request
 from vramtune.workload.profile import load_profile
 
 MIB = 2**20

@@ -51,6 +51,7 @@ from vramtune.records import Objective, Purpose, TrialResult
 from vramtune.results.frame import runs_frame
 from vramtune.results.store import Run, RunHeader, find_runs, load_run, trial_from_dict
 from vramtune.schema import MAX_NUM_ENVS
+from vramtune.tune.alone import remeasure_left
 from vramtune.tune.budgets import (
     Emission,
     Measurements,
@@ -60,16 +61,10 @@ from vramtune.tune.budgets import (
     run_speed_margin,
 )
 from vramtune.tune.planner import Step
+from vramtune.tune.prepare import PreparedSweep, prepare, prepare_by_type
 from vramtune.tune.recommend import Recommendation, choose
 from vramtune.tune.request import DEFAULT_SPEED_MARGIN_FRACTION, SweepRequest, as_margin, as_profile
-from vramtune.tune.sweep import (
-    PreparedSweep,
-    prepare,
-    prepare_by_type,
-    remeasure_left,
-    run_sweep,
-    run_sweeps,
-)
+from vramtune.tune.sweep import run_sweep, run_sweeps
 from vramtune.units import headroom_limit_bytes, parse_percent
 from vramtune.views.configs import HYDRA_TOP_KEYS, ConfigFormat, render
 from vramtune.views.runs import chosen_summary

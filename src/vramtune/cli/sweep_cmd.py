@@ -33,8 +33,8 @@ from vramtune.measure.wire import Event, Sample, SweepNote, TrialPhase, TrialSta
 from vramtune.records import Objective, Purpose, Status, TrialResult, any_gpu
 from vramtune.results.store import RESULTS_FILE
 from vramtune.tune.planner import SearchMethod
+from vramtune.tune.prepare import PreparedSweep
 from vramtune.tune.recommend import Recommendation
-from vramtune.tune.sweep import PreparedSweep
 from vramtune.units import both_units, budget_label, format_bytes
 from vramtune.views.configs import cards_table
 from vramtune.views.runs import chosen_summary

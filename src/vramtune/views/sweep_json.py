@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from vramtune.tune.alone import remeasure_pairs, remeasure_wall_s
+from vramtune.tune.prepare import SweepState
 from vramtune.tune.recommend import Recommendation
-from vramtune.tune.sweep import SweepState, remeasure_pairs, remeasure_wall_s
 
 
 def summary(state: SweepState, recommendation: Recommendation, run_dir: Path) -> dict[str, Any]:

@@ -136,7 +136,7 @@ def test_refinement_prefers_round_sizes_over_the_exact_midpoint():
 
 
 def test_sweep_grid_skips_sizes_that_inflate_the_batch():
-    from vramtune.tune.sweep import SweepConfig
+    from vramtune.tune.request import SweepConfig
     from vramtune.workload.profile import load_profile
 
     ant = load_profile("ant")  # hold-minibatch, 16 unrolls per step at its 4096 envs

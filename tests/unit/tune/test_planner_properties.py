@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tests.unit.tune.test_planner import replay
 from vramtune.tune.planner import StepKind, plan
-from vramtune.tune.sweep import SweepConfig
+from vramtune.tune.request import SweepConfig
 from vramtune.workload.profile import load_profile, profile_from_dict
 from vramtune.workload.rules import ScalingPolicy
 

@@ -10,7 +10,7 @@ import pytest
 from vramtune.measure.footprint import Footprint, SizeFootprint
 from vramtune.tune import prior as P
 from vramtune.tune.planner import SearchMethod
-from vramtune.tune.sweep import SweepConfig
+from vramtune.tune.request import SweepConfig
 from vramtune.workload.profile import load_profile
 
 MiB = 2 ** 20

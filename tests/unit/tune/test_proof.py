@@ -13,6 +13,7 @@ from vramtune.measure.wire import confirm_epoch_steps
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.planner import SearchMethod, Step, StepKind, candidates
+from vramtune.tune.proof import STEP_DOWN, confirming_step, edge_step
 from vramtune.tune.recommend import (
     Objective,
     boundary_edge,
@@ -21,15 +22,8 @@ from vramtune.tune.recommend import (
     short_of_room,
 )
 from vramtune.tune.replay import Curve, outcome
-from vramtune.tune.sweep import (
-    STEP_DOWN,
-    SweepConfig,
-    confirming_step,
-    edge_step,
-    next_steps,
-    search_outcome,
-    trial_request,
-)
+from vramtune.tune.request import SweepConfig
+from vramtune.tune.sweep import next_steps, search_outcome, trial_request
 from vramtune.units import format_bytes
 from vramtune.workload.profile import load_profile
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vramtune.records import Purpose, Status, TrialResult
+from vramtune.tune.alone import alone_steps
 from vramtune.tune.planner import SearchMethod, Step, StepKind
+from vramtune.tune.proof import edge_step
 from vramtune.tune.recommend import Objective
-from vramtune.tune.sweep import SweepConfig, alone_steps, edge_step, next_steps, trial_request
+from vramtune.tune.request import SweepConfig
+from vramtune.tune.sweep import next_steps, trial_request
 from vramtune.workload.profile import load_profile
 
 MiB = 2**20
@@ -191,7 +194,8 @@ def test_a_refused_resume_leaves_the_run_directory_as_it_found_it(tmp_path):
     import pytest
 
     from vramtune.errors import UserError
-    from vramtune.tune.sweep import SweepRequest, prepare
+    from vramtune.tune.prepare import prepare
+    from vramtune.tune.request import SweepRequest
 
     directory, lock_file = _run_without_lock(tmp_path)
     for bad in (dict(profile="ant"), dict(budget_bytes=2 * 10**9),
@@ -205,7 +209,8 @@ def test_a_refused_resume_leaves_the_run_directory_as_it_found_it(tmp_path):
 def test_a_run_keeps_its_compile_cache_mode_on_resume(tmp_path):
     """The cache moves CPU peaks by 130-190 MiB: a resumed run keeps the mode its trials ran
     with (runs from before the mode was recorded used the cache everywhere)."""
-    from vramtune.tune.sweep import CACHE_MODES, SweepRequest, prepare
+    from vramtune.tune.prepare import prepare
+    from vramtune.tune.request import CACHE_MODES, SweepRequest
 
     assert CACHE_MODES == {"auto": None, "on": True, "off": False}
     directory, _ = _run_without_lock(tmp_path)
@@ -294,8 +299,8 @@ def test_an_unresolved_pick_is_remeasured_interleaved_then_proven():
     # the budget of pairs is spent (the third settled it: 1408 is faster): the pick is proven
     (step,) = next_steps(cfg, results, cfg.space(), 1)
     assert step.phase is StepKind.REPEATING and step.num_envs == 1408
+    from vramtune.tune.alone import remeasure_pairs, remeasure_wall_s
     from vramtune.tune.recommend import choose
-    from vramtune.tune.sweep import remeasure_pairs, remeasure_wall_s
 
     assert remeasure_pairs(results) == 3 and remeasure_wall_s(results) == 6 * 20.0
     done = choose(results, cfg.budget_bytes, cfg.headroom_fraction, remeasure_left=False)
@@ -305,8 +310,8 @@ def test_an_unresolved_pick_is_remeasured_interleaved_then_proven():
 def test_remeasuring_stops_when_the_pairs_left_could_not_settle_it():
     """±10% noise and 3% apart: after one pair the interval is 0.92-1.02; two more pairs
     like it would narrow it to about 0.94-1.01, still across 1, so none is run."""
+    from vramtune.tune.alone import remeasure_left, remeasure_pairs
     from vramtune.tune.recommend import choose
-    from vramtune.tune.sweep import remeasure_left, remeasure_pairs
 
     cfg = config()
     results = list(UNRESOLVED)
@@ -343,7 +348,8 @@ def test_a_resume_that_fails_after_locking_leaves_the_run_unlocked(tmp_path):
 
     from vramtune.errors import UserError
     from vramtune.results.store import lock_run
-    from vramtune.tune.sweep import SweepRequest, prepare
+    from vramtune.tune.prepare import prepare
+    from vramtune.tune.request import SweepRequest
 
     class BrokenNvml:  # the device facts fail to read, after the lock is taken
         notice = None
@@ -361,7 +367,7 @@ def test_a_resume_that_fails_after_locking_leaves_the_run_unlocked(tmp_path):
 
 
 def test_a_confirmation_is_sized_by_when_memory_settled_not_by_the_speed_window():
-    from vramtune.tune.sweep import MIN_CONFIRM_STEPS, confirm_steps
+    from vramtune.tune.proof import MIN_CONFIRM_STEPS, confirm_steps
 
     cfg = config(confirm=True)
     # 549 steps in the trial's throughput window, memory steady after 8: 80 steps, not 5,490

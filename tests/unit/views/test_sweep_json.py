@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 
 from vramtune.records import Status, TrialResult
+from vramtune.tune.prepare import SweepState
 from vramtune.tune.recommend import choose
-from vramtune.tune.sweep import SweepState
 from vramtune.views.sweep_json import summary
 
 
