@@ -31,7 +31,7 @@ from vramtune.records import Status
 from vramtune.tune import search
 from vramtune.tune.planner import candidates
 from vramtune.tune.prior import slope_prior
-from vramtune.tune.request import SweepConfig
+from vramtune.tune.request import SweepRequest, resolve
 from vramtune.workload.profile import load_profile
 
 MIB = 2 ** 20
@@ -98,7 +98,7 @@ def main() -> None:
                              "compile-only probe's figure for quick: 0.237)")
     args = parser.parse_args()
     curve = recorded_curve(args.recording)
-    config = SweepConfig(load_profile("quick"), int(1.2e9), 0.0, 128, 1 << 16, None)
+    config = resolve(SweepRequest(load_profile("quick"), int(1.2e9), 0.0, 128, 1 << 16))
     grid = candidates(config.space())
     variants = {"predictive": {}, "bisection on the same grid": {"use_model": False}}
     if args.space:

@@ -41,7 +41,7 @@ from vramtune.records import Objective, Purpose, Status, TrialResult
 from vramtune.tune import planner, search
 from vramtune.tune.prior import slope_prior
 from vramtune.tune.recommend import choose
-from vramtune.tune.request import SweepConfig
+from vramtune.tune.request import SweepRequest, resolve
 from vramtune.tune.sweep import next_steps, trial_request
 from vramtune.workload.profile import load_profile
 
@@ -138,8 +138,8 @@ def phi(z: float) -> float:
 
 def sweep_once(rec: Recorded, budget: float, sd: float, offset: float, seed: int) -> dict:
     rng = random.Random(seed)
-    config = SweepConfig(load_profile("quick"), int(budget), 0.0, 128, 4096, None,
-                         objective=Objective.MAX_ENVS)
+    config = resolve(SweepRequest(load_profile("quick"), int(budget), 0.0, 128, 4096,
+                                  objective=Objective.MAX_ENVS))
     footprint = Footprint("cpu", 1, (SizeFootprint(1, 1, 1, 0, 0, 0, 0, 0.0),
                                      SizeFootprint(2, 1, 1, 0, 0, 0, int(PRIOR_MIB * MIB), 0.0)))
     space = replace(config.space(), prior=slope_prior(footprint))

@@ -22,6 +22,7 @@ import yaml
 from vramtune import machine
 from vramtune.records import Status, TrialResult
 from vramtune.results.baseline import BASELINE_KIND
+from vramtune.results.settings import SweepSettings
 from vramtune.results.store import RunHeader
 from vramtune.workload.profile import builtin_profiles, load_profile
 
@@ -219,11 +220,11 @@ class Corpus:
 
     def header(self) -> dict[str, Any]:
         quick = load_profile("quick")
-        return {"kind": "header", **RunHeader(
+        return RunHeader(
             profile_name="quick", profile_hash=quick.hash, profile=quick.to_dict(),
             budget_bytes=None, headroom_fraction=0.1, machine=machine.machine_summary(),
-            versions=machine.versions(), search={"start": 64, "max_envs": 256, "refine": 0,
-                                                 "objective": "throughput"}).__dict__}
+            versions=machine.versions(), search=SweepSettings.from_dict({
+                "start": 64, "max_envs": 256, "refine": 0, "objective": "throughput"})).to_dict()
 
     def trials(self, h: dict[str, Any]) -> list[dict[str, Any]]:
         def trial(n: int, status: Status) -> dict[str, Any]:

@@ -284,7 +284,7 @@ def _log_outcome(result: SweepOutcome, prepared: PreparedSweep) -> None:
                         "reached)")
         if rec.confirmed_line:
             log.info("%s", rec.confirmed_line)
-        elif config.confirm:
+        elif config.settings.confirm:
             log.warning("not confirmed: no long run of this size passed")
     log.info("results: %s", result.run_dir)
 

@@ -148,11 +148,12 @@ def test_words_the_cli_would_parse_are_parsed() -> None:
 
 
 def test_a_header_its_reader_refuses_is_never_written(scratch: Path) -> None:
+    from vramtune.results.settings import SweepSettings
     from vramtune.results.store import RunHeader, create_run
     from vramtune.workload.profile import load_profile
 
     bad = RunHeader("quick", "abc", load_profile("quick").to_dict(), None, 0.1, {}, {},
-                    search={"confirm": "no"})
+                    search=SweepSettings(confirm="no"))  # type: ignore[arg-type]
     with pytest.raises(UserError, match="confirm"):
         create_run(scratch / "run", bad)
     assert not (scratch / "run").exists()

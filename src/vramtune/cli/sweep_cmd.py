@@ -31,8 +31,8 @@ from vramtune.cli.tables import WIDE_HELP, rich_table, sweep_rich
 from vramtune.errors import UserError
 from vramtune.measure.wire import Event, Sample, SweepNote, TrialPhase, TrialStarted
 from vramtune.records import Objective, Purpose, Status, TrialResult, any_gpu
+from vramtune.results.settings import SearchMethod
 from vramtune.results.store import RESULTS_FILE
-from vramtune.tune.planner import SearchMethod
 from vramtune.tune.prepare import PreparedSweep
 from vramtune.tune.recommend import Recommendation
 from vramtune.units import both_units, budget_label, format_bytes
@@ -224,7 +224,7 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
                           "(measure.max_intervals reached)")
         if rec.confirmed_line:
             console.print(f"[green]{escape(rec.confirmed_line)}[/]")
-        elif config.confirm and not interrupted:
+        elif config.settings.confirm and not interrupted:
             console.print("[yellow]not confirmed:[/] no long run of this size passed")
     elif rec.notice:
         console.print(f"[bold red]no recommendation:[/] {escape(rec.notice)}")

@@ -31,12 +31,12 @@ from vramtune import paths
 from vramtune.errors import UserError
 from vramtune.records import (
     MAX_RECORDED_INTERVALS,
-    Objective,
     Purpose,
     Status,
     TrialResult,
     utc_now,
 )
+from vramtune.results.settings import SweepSettings
 from vramtune.results.typed import typed
 from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, describe, is_int, is_number, kind
 
@@ -45,11 +45,6 @@ RESULTS_FILE = "results.jsonl"
 LOCK_FILE = ".lock"
 MAX_RESULTS_BYTES = 1 << 30  # 20000 trials take 30 MB
 MAX_LINE_CHARS = 1 << 20  # one trial line is about 1.5 KB
-# What a header's search section may name (tune.planner.SearchMethod, tune.request.CACHE_MODES,
-# the CLI's --executor): results/ does not import the tuner; a unit test keeps them equal.
-HEADER_SEARCH_METHODS = ("predictive", "bisect")
-HEADER_CACHE_MODES = ("auto", "on", "off")
-HEADER_EXECUTORS = ("local", "ray")
 
 
 @dataclass(frozen=True)
@@ -65,7 +60,7 @@ class RunHeader:
     gpu_driver: str | None = None
     gpu_total_bytes: int | None = None
     cap: str | None = None
-    search: dict[str, Any] = field(default_factory=dict)  # start, max_envs, refine, objective
+    search: SweepSettings = field(default_factory=SweepSettings)  # how the sweep searched
     # the jax/brax verdict (vramtune.compat.StackVerdict.line) where the sweep started: trains,
     # or trains with brax patched as brax main does; None: not recorded (older runs, Ray nodes)
     stack: str | None = None
@@ -73,7 +68,7 @@ class RunHeader:
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "header", **self.__dict__}
+        return {"kind": "header", **self.__dict__, "search": self.search.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "header") -> RunHeader:
@@ -81,30 +76,15 @@ class RunHeader:
         from vramtune.workload.profile import profile_from_dict
 
         f = Fields(data, where, what="the header line")
-        typed(cls, data, where)
+        typed(cls, {**data, "search": {}}, where)
         profile = f.mapping("profile")
         profile_from_dict(profile, source=f"{where}: profile")
         headroom = f.number("headroom_fraction", lo=0)
         if headroom >= 1:
             f.fail("headroom_fraction", "a fraction from 0 to below 1", headroom)
-        search = f.sub("search", {}, none_is_empty=True)
-        search.int("start", None, lo=1, hi=MAX_NUM_ENVS, none=True)
-        search.int("max_envs", None, lo=1, hi=MAX_NUM_ENVS, none=True)
-        search.int("refine", None, lo=0, hi=1000, none=True)
-        search.choice("objective", [o.value for o in Objective], None, none=True)
-        search.flag("confirm", None, none=True)
-        search.int("confirm_steps", None, lo=1, hi=10_000_000, none=True)
-        # the rest a resume reads back (tune.request.reconcile): checked here, once, so that
-        # a damaged value is the header's one-line error, not a flag the user never typed
-        search.int("devices", None, lo=1, hi=1 << 20, none=True)
-        search.choice("search", HEADER_SEARCH_METHODS, None, none=True)
-        search.choice("cache", HEADER_CACHE_MODES, None, none=True)
-        search.choice("executor", HEADER_EXECUTORS, None, none=True)
-        margin = search.number("speed_margin", None, lo=0, none=True)
-        if margin is not None and margin >= 1:
-            search.fail("speed_margin", "a fraction from 0 to below 1", margin)
-        search.text("ray_address", None, none=True, max_len=1000, line=True)
-        search.text("gpu_type", None, none=True, max_len=200, line=True)
+        # the search section is checked by its own reader: a null in it is a value the
+        # header does not hold, as older runs wrote
+        search = SweepSettings.from_dict(data.get("search"), where)
         return cls(
             profile_name=f.text("profile_name", max_len=200, line=True),
             profile_hash=f.text("profile_hash", max_len=64, line=True),
@@ -117,7 +97,7 @@ class RunHeader:
                               line=True),
             gpu_total_bytes=f.int("gpu_total_bytes", None, lo=1, hi=MAX_BYTES, none=True),
             cap=f.text("cap", None, none=True, max_len=200, line=True),
-            search=dict(search.data),
+            search=search,
             stack=f.text("stack", None, none=True, max_len=500, line=True),
             created=f.text("created", "", max_len=100, line=True),
             schema_version=f.int("schema_version"))
@@ -130,7 +110,7 @@ class RunHeader:
     @property
     def card(self) -> str:
         """The card as a mixed cluster names it (Ray's accelerator type), else the device."""
-        return str(self.search.get("gpu_type") or self.device)
+        return str(self.search.gpu_type or self.device)
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ def _distinct(runs: Sequence[Run]) -> list[Run]:
         # per budget or per card) do not: their settings, their first trial's time
         first = run.results[0].timestamp if run.results else None
         key = (h.created, str(h.machine.get("hostname", "")), h.profile_hash, h.budget_bytes,
-               h.headroom_fraction, h.device, str(h.search.get("gpu_type")), first)
+               h.headroom_fraction, h.device, str(h.search.gpu_type), first)
         if h.created and key in began:
             raise UserError(f"{began[key].directory} and {run.directory} hold the same sweep "
                             f"(begun {h.created} on the same machine; a copy?): its trials "
@@ -173,21 +173,14 @@ def merge_runs(runs: Sequence[Run]) -> Measurements:
 
 def run_objective(run: Run) -> Objective | None:
     """The objective the sweep chose with, when its header says (older runs do not)."""
-    value = (getattr(run.header, "search", None) or {}).get("objective")
-    try:
-        return None if value is None else Objective(value)
-    except ValueError:
-        return None
+    return run.header.search.objective
 
 
 def run_speed_margin(run: Run) -> float:
     """The speed margin the sweep chose with (its header's; 2% where it does not say), so a
     re-choice picks what the sweep picked."""
-    value = (getattr(run.header, "search", None) or {}).get("speed_margin")
-    if (isinstance(value, bool) or not isinstance(value, int | float)
-            or not 0 <= value < 1):  # also rejects nan
-        return DEFAULT_MARGIN
-    return float(value)
+    margin = run.header.search.speed_margin
+    return DEFAULT_MARGIN if margin is None else margin
 
 
 def _common_margin(runs: Sequence[Run]) -> float:

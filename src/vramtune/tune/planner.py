@@ -23,6 +23,7 @@ from enum import StrEnum
 from itertools import islice
 
 from vramtune.records import STOPPERS, Purpose, Status, TrialResult
+from vramtune.results.settings import SearchMethod
 from vramtune.tune import search
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.pool import PoolModel
@@ -35,11 +36,6 @@ from vramtune.tune.recommend import (
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile
 from vramtune.workload.rules import ScalingPolicy
-
-
-class SearchMethod(StrEnum):
-    PREDICTIVE = "predictive"  # a memory model aims the search
-    BISECT = "bisect"  # doubling, then bisection: nothing measured is used to aim
 
 
 class StepKind(StrEnum):

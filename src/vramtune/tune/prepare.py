@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vramtune import machine
 from vramtune.compat import stack_verdict
@@ -17,6 +17,7 @@ from vramtune.errors import UserError
 from vramtune.measure.executor import Executor, LocalExecutor
 from vramtune.measure.nvml import Nvml
 from vramtune.records import Objective, TrialResult
+from vramtune.results.settings import ExecutorKind
 from vramtune.results.store import (
     RESULTS_FILE,
     Run,
@@ -37,10 +38,8 @@ from vramtune.tune.planner import (
 from vramtune.tune.request import (
     DEFAULT_REFINE,
     SweepConfig,
-    SweepPlan,
     SweepRequest,
     as_profile,
-    reconcile,
     resolve,
 )
 from vramtune.workload.pickled import save_factory
@@ -63,7 +62,7 @@ class SweepState:
 
 
 def make_header(config: SweepConfig, nvml: Nvml | None, cap: str | None,
-                search: dict[str, Any], node: NodeReport | None = None) -> RunHeader:
+                node: NodeReport | None = None) -> RunHeader:
     """The run's header: this machine's, or with ``node`` the cluster node's the trials
     run on (its CPU, card and versions are what the figures were measured with)."""
     info = node.gpu if node is not None else nvml.info if nvml else None
@@ -74,7 +73,8 @@ def make_header(config: SweepConfig, nvml: Nvml | None, cap: str | None,
                      versions=node.versions if node is not None else machine.versions(),
                      gpu_name=info.name if info else None,
                      gpu_driver=info.driver if info else None,
-                     gpu_total_bytes=info.total_bytes if info else None, cap=cap, search=search,
+                     gpu_total_bytes=info.total_bytes if info else None, cap=cap,
+                     search=config.settings,
                      stack=stack_verdict().line if node is None else None)
 
 
@@ -85,7 +85,7 @@ def reusable(previous: Run | None, header: RunHeader, config: SweepConfig) -> li
     wanted = measurement_key(config.profile.hash, config.budget_bytes, header.versions,
                              header.device)
     return [r for r in previous.results if trial_key(previous.header, r)[1:] == wanted
-            and (r.device_count or 1) == config.device_count]
+            and (r.device_count or 1) == config.settings.devices]
 
 
 @dataclass
@@ -115,7 +115,7 @@ class PreparedSweep:
         refine = self.config.space().refine
         return (len(doubling_sizes(self.config.space()))
                 + (refine if refine is not None else DEFAULT_REFINE)
-                + (1 if self.config.budget_bytes or self.config.confirm else 0))
+                + (1 if self.config.budget_bytes or self.config.settings.confirm else 0))
 
 
 def prepare(request: SweepRequest, *, nvml: Nvml | None = None) -> PreparedSweep:
@@ -128,16 +128,15 @@ def prepare(request: SweepRequest, *, nvml: Nvml | None = None) -> PreparedSweep
         # A damaged run, or options that contradict it, are refused before a lock file is
         # made in it (a refused resume leaves the directory as it found it).
         previous = load_run(directory)
-        request = reconcile(request, previous.header)
-    plan = resolve(request)
-    space = plan.config.space()
+    config = resolve(request, previous.header if previous is not None else None)
+    space = config.space()
     if space.start > space.max_envs:  # refused before a run folder exists: nothing to run
         raise UserError(f"start {space.start} is above the maximum {space.max_envs}")
     if not doubling_sizes(space):
         raise UserError(f"no num_envs between {space.start} and {space.max_envs} satisfies "
                         f"Brax's batch rules for this profile"
-                        + (f" on {plan.config.device_count} devices (num_envs must divide by "
-                           f"the device count)" if plan.config.device_count > 1 else ""))
+                        + (f" on {config.settings.devices} devices (num_envs must divide by "
+                           f"the device count)" if config.settings.devices > 1 else ""))
     if previous is None and request.out is not None:
         check_new_run(request.out)  # before a cluster is started or joined for nothing
     lock: RunLock | None = None
@@ -147,8 +146,8 @@ def prepare(request: SweepRequest, *, nvml: Nvml | None = None) -> PreparedSweep
             lock = lock_run(directory)  # (two resumes at once would run the same size twice)
             previous = load_run(directory)
         nvml = nvml if nvml is not None else Nvml()
-        executor = build_executor(plan, nvml)
-        prepared = _prepared(request.out, plan, previous, lock, nvml, executor)
+        executor, config = build_executor(config, nvml)
+        prepared = _prepared(request.out, config, previous, lock, nvml, executor)
     except BaseException:
         # Released now, not when the frame goes: a notebook keeps its last error's frames.
         if executor is not None:
@@ -158,29 +157,28 @@ def prepare(request: SweepRequest, *, nvml: Nvml | None = None) -> PreparedSweep
         raise
     prepared.warnings.extend(executor.warnings)
     prepared.notice = executor.notice
-    prepared.label = plan.gpu_type
+    prepared.label = config.settings.gpu_type
     return prepared
 
 
-def build_executor(plan: SweepPlan, nvml: Nvml) -> Executor:
-    """The one place a sweep's executor is made. Trials run under budget x (1 - headroom):
-    an ok trial has then proven the headroom whatever its peak's jitter, and on CPU the cap
-    counts the data segment, which runs above RSS, so a peak compared with a line after the
-    fact proved nothing."""
-    config = plan.config
-    if plan.executor == "ray":
+def build_executor(config: SweepConfig, nvml: Nvml) -> tuple[Executor, SweepConfig]:
+    """The one place a sweep's executor is made, and the config with the trials at once it
+    planned (what the header records: 'auto' planned 9). Trials run under budget x
+    (1 - headroom): an ok trial has then proven the headroom whatever its peak's jitter, and
+    on CPU the cap counts the data segment, which runs above RSS, so a peak compared with a
+    line after the fact proved nothing."""
+    s = config.settings
+    if s.executor is ExecutorKind.RAY:
         from vramtune.measure.ray_executor import RayExecutor  # only when asked for
 
-        ray = RayExecutor(config.limit_bytes, address=plan.ray_address, gpu_type=plan.gpu_type,
-                          devices=config.device_count)
-        plan.search.update(ray_address=plan.ray_address, gpu_type=plan.gpu_type,
-                           parallel=ray.parallel)
-        return ray
-    local = LocalExecutor.planned(config.limit_bytes, nvml, devices=config.device_count,
-                                  standby=plan.standby, parallel=plan.parallel)
-    if plan.parallel != local.parallel:  # the header records what ran ('auto' planned 9)
-        plan.search.update(parallel=local.parallel, parallel_asked=plan.parallel)
-    return local
+        ray = RayExecutor(config.limit_bytes, address=s.ray_address, gpu_type=s.gpu_type,
+                          devices=s.devices)
+        return ray, replace(config, settings=replace(s, parallel=ray.parallel))
+    local = LocalExecutor.planned(config.limit_bytes, nvml, devices=s.devices,
+                                  standby=config.standby, parallel=s.parallel)
+    if s.parallel != local.parallel:
+        s = replace(s, parallel=local.parallel, parallel_asked=s.parallel)
+    return local, replace(config, settings=s)
 
 
 _TYPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -195,7 +193,7 @@ def prepare_by_type(request: SweepRequest) -> tuple[Path, list[PreparedSweep]]:
     gpu_types = o.gpu_types
     if o.resume is not None:
         parent = o.resume
-        found = {load_run(d).header.search.get("gpu_type"): d for d in find_runs(parent)}
+        found = {load_run(d).header.search.gpu_type: d for d in find_runs(parent)}
         types = list(gpu_types) if gpu_types else [t for t in found if t]
         lost = [t for t in types if t not in found]
         if lost or not types:
@@ -245,12 +243,10 @@ def check_new_run(directory: Path) -> None:
         raise UserError(f"{path} already holds results: use --resume {directory} to continue it")
 
 
-def _prepared(out: Path | None, plan: SweepPlan, previous: Run | None, lock: RunLock | None,
-              nvml: Nvml, executor: Executor) -> PreparedSweep:
+def _prepared(out: Path | None, config: SweepConfig, previous: Run | None,
+              lock: RunLock | None, nvml: Nvml, executor: Executor) -> PreparedSweep:
     """The header, the run directory (created, or the resumed one) and what it reuses."""
-    config = plan.config
-    header = make_header(config, nvml, executor.cap.description, plan.search,
-                         getattr(executor, "node", None))
+    header = make_header(config, nvml, executor.cap.description, getattr(executor, "node", None))
     state = SweepState()
     warnings: list[str] = []
     if previous is not None:

@@ -18,9 +18,10 @@ from pathlib import Path
 from vramtune.errors import UserError
 from vramtune.measure.footprint import Footprint, FootprintProbe, Triple, read_footprint
 from vramtune.results.files import write_atomic
+from vramtune.results.settings import SearchMethod
 from vramtune.results.store import refuse_link
 from vramtune.tune.model import SlopePrior
-from vramtune.tune.planner import SearchMethod, SearchSpace, candidates
+from vramtune.tune.planner import SearchSpace, candidates
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile, profile_folder
 

@@ -53,8 +53,8 @@ def confirm_steps(config: SweepConfig, chosen: TrialResult) -> int:
     figure), at least MIN_CONFIRM_STEPS. Sized by memory, not by the throughput window: a
     small workload on a CPU trains 500+ steps in its 8 s window while its memory settled by
     step 5-10, and 10x the window made its confirmation 2-3 trials long."""
-    if config.confirm_steps is not None:
-        return config.confirm_steps
+    if config.settings.confirm_steps is not None:
+        return config.settings.confirm_steps
     # bounded as --confirm-steps is: a results file (resumed) may hold any figure
     return min(MAX_TRAINING_STEPS, max(MIN_CONFIRM_STEPS, CONFIRM_FACTOR * _settled_steps(chosen)))
 
@@ -69,7 +69,7 @@ def confirm_floor_steps(config: SweepConfig, chosen: TrialResult, steps: int) ->
     covers; a size whose memory creeps keeps its proof running past the floor (18-38 steps
     at 192-576). None (run ``steps`` exactly) when the user fixed the length with
     ``--confirm-steps``."""
-    if config.confirm_steps is not None:
+    if config.settings.confirm_steps is not None:
         return None
     return min(steps, max(1, chosen.training_steps or UNKNOWN_FLOOR_STEPS))
 
@@ -140,7 +140,7 @@ def edge_step(config: SweepConfig, results: Sequence[TrialResult],
         return None
     n = rec.chosen.num_envs
     same = [r for r in results if r.num_envs == n]
-    if config.confirm:
+    if config.settings.confirm:
         if any(r.purpose is Purpose.CONFIRM for r in same):
             return None
         return confirming_step(config, results, n, space=space)
@@ -224,7 +224,7 @@ def step_down(config: SweepConfig, results: Sequence[TrialResult]) -> StepDown |
     measured = tuple(dict.fromkeys(r.num_envs for r in results[first + 1:]
                                    if r.purpose is Purpose.SEARCH))
     return StepDown(results[first].num_envs, base, hi, proven, measured,
-                    step_down_budget(config.refine))
+                    step_down_budget(config.settings.refine))
 
 
 def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
@@ -261,7 +261,7 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
         if pending:
             n = max(pending)
             where = down.words(down.measured.index(n) + 1)
-            if config.confirm:
+            if config.settings.confirm:
                 return [confirming_step(config, results, n, where, space)]
             return [Step(StepKind.REPEATING, n, f"repeating {n} envs ({where})")]
     if down.left <= 0:

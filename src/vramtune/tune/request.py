@@ -34,9 +34,10 @@ from vramtune.inputs import (
     check_timeout,
 )
 from vramtune.machine import compile_cache_dir
-from vramtune.records import MAX_PARALLEL, Objective
+from vramtune.records import Objective
+from vramtune.results.settings import CacheMode, ExecutorKind, SearchMethod, SweepSettings
 from vramtune.results.store import RunHeader, run_directory
-from vramtune.tune.planner import SearchMethod, SearchSpace, keeps_base_unrolls
+from vramtune.tune.planner import SearchSpace, keeps_base_unrolls
 from vramtune.units import budget_label, headroom_limit_bytes
 from vramtune.workload.pickled import (
     profile_from_user,
@@ -45,12 +46,10 @@ from vramtune.workload.pickled import (
 )
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict
 
-CACHE_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}  # header.search
 DEFAULT_REFINE = 3
 DEFAULT_HEADROOM_FRACTION = 0.10
 DEFAULT_SPEED_MARGIN_FRACTION = 0.02
 DEFAULT_SPEED_REMEASURE = 3  # when two sizes' speeds stay unresolved, A B / B A pairs at most
-EXECUTORS = ("local", "ray")
 
 
 def as_search(value: str | SearchMethod | None) -> SearchMethod | None:
@@ -130,9 +129,9 @@ class SweepRequest:
         check_text(self.ray_address, "--ray-address")
         check_text(self.gpu_type, "--gpu-types")
         object.__setattr__(self, "parallel", as_parallel(self.parallel))  # 'AUTO' -> 'auto'
-        if self.executor is not None and self.executor not in EXECUTORS:
+        if self.executor is not None and self.executor not in tuple(ExecutorKind):
             raise UserError(f"unknown executor {self.executor!r}: expected one of "
-                            f"{', '.join(EXECUTORS)}")
+                            f"{', '.join(ExecutorKind)}")
         margin = self.speed_margin_fraction
         if margin is not None and (isinstance(margin, bool) or not isinstance(margin, int | float)
                 or not math.isfinite(margin) or not 0 <= margin < 1):
@@ -209,7 +208,7 @@ def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:
     """The request a resume runs: the run's own profile, budget, headroom and search settings
     where the request leaves them open; a flag that contradicts the run is an error rather than
     a silently different sweep."""
-    r, where, searched = request, request.resume, header.search
+    r, where, ran = request, request.resume, header.search
     if r.profile is not None and as_profile(r.profile).hash != header.profile_hash:
         raise UserError(f"--profile {r.profile} differs from the profile {where} was "
                         f"measured with ({header.profile_name}); start a new sweep instead")
@@ -223,42 +222,29 @@ def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:
         raise UserError(f"--headroom differs from the {header.headroom_fraction:.0%} "
                         f"{where} was measured with; start a new sweep instead "
                         f"(`vramtune report --headroom` re-chooses without new trials)")
-    # The compile cache moves CPU peaks by 130-190 MiB: one run keeps one mode. Runs that
-    # did not record the mode used the cache everywhere.
-    ran_with = CACHE_MODES.get(searched.get("cache", "on"), True)
-    if r.cache is not None and r.cache != ran_with:
+    # The compile cache moves CPU peaks by 130-190 MiB: one run keeps one mode.
+    if r.cache is not None and r.cache != ran.cache.asked:
         raise UserError(f"--{'no-' if r.cache is False else ''}cache differs from the "
-                        f"compile-cache mode {where} was measured with "
-                        f"({searched.get('cache', 'on')}); start a new sweep instead")
-    ran_on = int(searched.get("devices") or 1)
-    if r.devices is not None and r.devices != ran_on:
-        raise UserError(f"--devices {r.devices} differs from the {ran_on} device(s) {where} "
+                        f"compile-cache mode {where} was measured with ({ran.cache}); start "
+                        f"a new sweep instead")
+    if r.devices is not None and r.devices != ran.devices:
+        raise UserError(f"--devices {r.devices} differs from the {ran.devices} device(s) {where} "
                         f"was measured on; start a new sweep instead")
-    if r.gpu_type is not None and searched.get("gpu_type") not in (None, r.gpu_type):
+    if r.gpu_type is not None and ran.gpu_type not in (None, r.gpu_type):
         raise UserError(f"--gpu-types {r.gpu_type} differs from the accelerator type {where} "
-                        f"was measured on ({searched['gpu_type']}); start a new sweep instead")
+                        f"was measured on ({ran.gpu_type}); start a new sweep instead")
     executor, address, gpu_type = r.executor, r.ray_address, r.gpu_type
     if executor is None:  # the executor the run was measured with, unless told otherwise
-        executor = searched.get("executor")
-        if executor == "ray":
-            address = address if address is not None else searched.get("ray_address")
-            gpu_type = gpu_type if gpu_type is not None else searched.get("gpu_type")
+        executor = str(ran.executor)
+        if ran.executor is ExecutorKind.RAY:
+            address = address if address is not None else ran.ray_address
+            gpu_type = gpu_type if gpu_type is not None else ran.gpu_type
     parallel = r.parallel
     if parallel is None and executor != "ray":  # what the run asked for: auto plans again
-        ran = searched.get("parallel_asked", searched.get("parallel"))
-        try:
-            parallel = as_parallel(ran)
-        except UserError:
-            raise UserError(f"{where}: its header's parallel is {quoted(ran)}, not auto or a whole "
-                            f"number from 1 to {MAX_PARALLEL}: the file is damaged") from None
-    objective = r.objective
-    if objective is None and searched.get("objective"):
-        objective = Objective(searched["objective"])
+        parallel = ran.parallel if ran.parallel_asked is None else ran.parallel_asked
     # The margin decides the pick, not what a trial measures: a resume may set another, and
     # one left open is the run's own (its re-measured pairs were asked for under it).
-    margin = r.speed_margin_fraction
-    if margin is None:
-        margin = searched.get("speed_margin")
+    margin = ran.speed_margin if r.speed_margin_fraction is None else r.speed_margin_fraction
     given = r.profile if isinstance(r.profile, Profile) else None
     saved = with_saved_factory(profile_from_dict(header.profile, source=str(where)),
                                run_directory(where), given)
@@ -267,114 +253,106 @@ def reconcile(request: SweepRequest, header: RunHeader) -> SweepRequest:
         budget_bytes=header.budget_bytes,
         headroom_fraction=(header.headroom_fraction if r.headroom_fraction is None
                            else r.headroom_fraction),
-        start=r.start or searched.get("start"), max_envs=r.max_envs or searched.get("max_envs"),
-        refine=searched.get("refine") if r.refine is None else r.refine, objective=objective,
-        confirm=bool(searched.get("confirm", True)) if r.confirm is None else r.confirm,
-        confirm_steps=(searched.get("confirm_steps") if r.confirm_steps is None
-                       else r.confirm_steps),
-        cache=ran_with, devices=ran_on,
-        # a run that did not record its search method searched by bisection
-        search=r.search or SearchMethod(searched.get("search", SearchMethod.BISECT)),
+        start=r.start or ran.start, max_envs=r.max_envs or ran.max_envs,
+        refine=ran.refine if r.refine is None else r.refine,
+        objective=r.objective or ran.objective,
+        confirm=ran.confirm if r.confirm is None else r.confirm,
+        confirm_steps=ran.confirm_steps if r.confirm_steps is None else r.confirm_steps,
+        cache=ran.cache.asked, devices=ran.devices, search=r.search or ran.search,
         executor=executor, ray_address=address, gpu_type=gpu_type, speed_margin_fraction=margin,
         parallel=parallel)
 
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """A resolved sweep: every default applied, what the loop and the proof policy read."""
+    """A resolved sweep: what it measures (the profile under a budget and headroom), how it
+    searches (``settings``, what the run header records) and what bounds this session (the
+    trial limit, standby, the re-measure allowance), every default applied."""
 
     profile: Profile
     budget_bytes: int | None
     headroom_fraction: float
-    start: int
-    max_envs: int
-    refine: int | None  # None: the predictive search runs until the edge is bracketed
+    settings: SweepSettings
     timeout_s: float | None = None
-    compile_cache_dir: str | None = None
-    cache_under_cpu_cap: bool = False  # --cache given: use the cache on CPU under a cap too
-    device_count: int = 1
-    objective: Objective = Objective.THROUGHPUT
-    confirm: bool = True  # train the chosen config much longer before recommending it
-    # None: CONFIRM_FACTOR x the steps the trial's memory took to settle, at least MIN
-    confirm_steps: int | None = None
-    search: SearchMethod = SearchMethod.PREDICTIVE
-    speed_margin: float = DEFAULT_SPEED_MARGIN_FRACTION  # steps/s closer than this: same speed
+    standby: bool = True
     speed_remeasure: int = DEFAULT_SPEED_REMEASURE  # interleaved re-measure pairs at most, per sweep
 
     @property
     def limit_bytes(self) -> int | None:
         return headroom_limit_bytes(self.budget_bytes, self.headroom_fraction)
 
+    @property
+    def compile_cache_dir(self) -> str | None:
+        return compile_cache_dir(self.settings.cache.asked)
+
+    @property
+    def cache_under_cpu_cap(self) -> bool:
+        """--cache given: the compile cache on a CPU under a cap too."""
+        return self.settings.cache is CacheMode.ON
+
+    @property
+    def objective(self) -> Objective:
+        return self.settings.objective or Objective.THROUGHPUT
+
+    @property
+    def speed_margin(self) -> float:
+        margin = self.settings.speed_margin
+        return DEFAULT_SPEED_MARGIN_FRACTION if margin is None else margin
+
     def space(self) -> SearchSpace:
-        prof, devices = self.profile, self.device_count
-        refine = self.refine
-        if refine is None and self.search is SearchMethod.BISECT:
+        prof, s = self.profile, self.settings
+        devices = s.devices
+        refine = s.refine
+        if refine is None and s.search is SearchMethod.BISECT:
             refine = DEFAULT_REFINE
+        start = prof.first_size if s.start is None else s.start
+        max_envs = prof.max_envs if s.max_envs is None else s.max_envs
 
         def shape_of(n: int) -> tuple[int, int, int] | None:
             shape = prof.shape_for(n, devices)
             return None if shape is None else (shape.batch_size, shape.num_minibatches,
                                                prof.unroll_length)
 
-        return SearchSpace(start=self.start, max_envs=self.max_envs, refine=refine,
+        return SearchSpace(start=start, max_envs=max_envs, refine=refine,
                            limit_bytes=self.limit_bytes,
-                           is_valid=lambda n: prof.sweepable(n, devices), method=self.search,
+                           is_valid=lambda n: prof.sweepable(n, devices), method=s.search,
                            shape_of=shape_of, candidate=keeps_base_unrolls(prof, devices),
                            sizes_between=lambda lo, hi: prof.sweepable_sizes(lo, hi, devices))
 
 
-@dataclass(frozen=True)
-class SweepPlan:
-    """A request resolved: the config, where its trials run, and what the run's header
-    records of it (``search``)."""
-
-    config: SweepConfig
-    executor: str  # "local" or "ray"
-    ray_address: str | None
-    gpu_type: str | None
-    parallel: int | str  # or 'auto': the executor plans it from the device and the caps
-    standby: bool
-    search: dict[str, Any]
-
-
-def resolve(request: SweepRequest) -> SweepPlan:
-    """Defaults applied (the profile's start and maximum, 10% headroom, the predictive
-    search, throughput, confirmation on), and the checks that need two options at once."""
-    r = request
+def resolve(request: SweepRequest, saved: RunHeader | None = None) -> SweepConfig:
+    """The sweep a request runs: on resume (``saved``, the run's header) reconciled with the
+    run first; then the defaults (the profile's start and maximum, 10% headroom, the
+    predictive search, throughput, confirmation on) and the checks that need two options."""
+    r = request if saved is None else reconcile(request, saved)
     prof = require_factory(as_profile(r.profile))
     method = SearchMethod.PREDICTIVE if r.search is None else r.search
     refine = r.refine
     if refine is None and method is SearchMethod.BISECT:
         refine = DEFAULT_REFINE
-    objective = Objective.THROUGHPUT if r.objective is None else r.objective
     start = prof.first_size if r.start is None else r.start
     max_envs = prof.max_envs if r.max_envs is None else r.max_envs
     check_num_envs(start, "--start")
     check_num_envs(max_envs, "--max-envs")
     if start > max_envs:
         raise UserError(f"--start {start} is above --max-envs {max_envs}")
-    kind = r.executor or "local"
-    if kind != "ray" and (r.ray_address is not None or r.gpu_type is not None):
+    kind = ExecutorKind(r.executor or "local")
+    if kind is not ExecutorKind.RAY and (r.ray_address is not None or r.gpu_type is not None):
         raise UserError("--ray-address and --gpu-types need --executor ray")
     parallel = 1 if r.parallel is None else r.parallel
-    if kind == "ray" and parallel != 1:
+    if kind is ExecutorKind.RAY and parallel != 1:
         raise UserError("--parallel is for the local executor: on Ray as many trials run at "
                         "once as the cluster has GPUs (or CPUs)")
-    devices = 1 if r.devices is None else r.devices
-    confirm = True if r.confirm is None else r.confirm
-    margin = (DEFAULT_SPEED_MARGIN_FRACTION if r.speed_margin_fraction is None
-              else r.speed_margin_fraction)
-    config = SweepConfig(prof, r.budget_bytes,
-                         (DEFAULT_HEADROOM_FRACTION if r.headroom_fraction is None
-                          else r.headroom_fraction),
-                         start, max_envs, refine, timeout_s=r.timeout_s,
-                         compile_cache_dir=compile_cache_dir(r.cache),
-                         cache_under_cpu_cap=r.cache is True, device_count=devices,
-                         objective=objective, confirm=confirm, confirm_steps=r.confirm_steps,
-                         search=method, speed_margin=margin)
-    search = {"start": start, "max_envs": max_envs, "refine": refine,
-              "objective": str(objective), "confirm": confirm, "confirm_steps": r.confirm_steps,
-              "devices": devices, "search": str(method), "parallel": parallel,
-              "executor": kind, "cache": next(k for k, v in CACHE_MODES.items() if v is r.cache),
-              "speed_margin": margin}
-    return SweepPlan(config, kind, r.ray_address, r.gpu_type, parallel, r.standby, search)
+    settings = SweepSettings(
+        start=start, max_envs=max_envs, refine=refine,
+        objective=Objective.THROUGHPUT if r.objective is None else r.objective,
+        confirm=True if r.confirm is None else r.confirm, confirm_steps=r.confirm_steps,
+        devices=1 if r.devices is None else r.devices, search=method, parallel=parallel,
+        executor=kind, cache=CacheMode.of(r.cache),
+        speed_margin=(DEFAULT_SPEED_MARGIN_FRACTION if r.speed_margin_fraction is None
+                      else r.speed_margin_fraction),
+        ray_address=r.ray_address, gpu_type=r.gpu_type)
+    return SweepConfig(prof, r.budget_bytes,
+                       (DEFAULT_HEADROOM_FRACTION if r.headroom_fraction is None
+                        else r.headroom_fraction),
+                       settings, timeout_s=r.timeout_s, standby=r.standby)

@@ -141,7 +141,7 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
                         cache_under_cpu_cap=cached,
                         purpose=purpose, training_steps=steps, cap_bytes=cap,
                         min_training_steps=floor,
-                        device_count=config.device_count,
+                        device_count=config.settings.devices,
                         alone=purpose is not Purpose.SEARCH)
 
 
@@ -156,7 +156,7 @@ def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: Swe
     round_wall = 0.0
     prior: PriorSource | None = None
     try:
-        prior = PriorSource.start(config.profile, space, config.device_count, run_dir,
+        prior = PriorSource.start(config.profile, space, config.settings.devices, run_dir,
                                   getattr(executor, "footprint", None),  # local: a probe
                                   config.timeout_s or config.profile.timeout_s,
                                   resume=session_start > 0,

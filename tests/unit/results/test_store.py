@@ -5,7 +5,8 @@ import json
 import pytest
 
 from vramtune.errors import UserError
-from vramtune.records import Status, TrialResult
+from vramtune.records import Objective, Status, TrialResult
+from vramtune.results.settings import CacheMode, ExecutorKind, SearchMethod, SweepSettings
 from vramtune.results.store import (
     LOCK_FILE,
     RESULTS_FILE,
@@ -35,11 +36,11 @@ def trial(n: int, status: Status = Status.OK) -> TrialResult:
 
 
 def test_round_trip(tmp_path):
-    create_run(tmp_path, header(search={"start": 128}))
+    create_run(tmp_path, header(search=SweepSettings(start=128)))
     append_result(tmp_path, trial(128))
     append_result(tmp_path, trial(256, Status.OOM))
     run = load_run(tmp_path)
-    assert run.header.search == {"start": 128} and run.header.schema_version == SCHEMA_VERSION
+    assert run.header.search == SweepSettings(start=128) and run.header.schema_version == SCHEMA_VERSION
     assert [(r.num_envs, r.status) for r in run.results] == [(128, Status.OK), (256, Status.OOM)]
     assert run.results[0] == trial(128) and run.warnings == ()
 
@@ -172,7 +173,8 @@ def test_find_runs_reads_a_run_or_a_parent_of_runs(tmp_path):
     from vramtune.results.store import find_runs
 
     for card in ("H100", "A100"):
-        create_run(tmp_path / "mixed" / card, header(search={"gpu_type": card}))
+        ray = SweepSettings(executor=ExecutorKind.RAY, gpu_type=card)
+        create_run(tmp_path / "mixed" / card, header(search=ray))
     (tmp_path / "mixed" / "configs").mkdir()  # not a run: ignored
     assert find_runs(tmp_path / "mixed" / "A100") == [tmp_path / "mixed" / "A100"]
     assert find_runs(tmp_path / "mixed") == [tmp_path / "mixed" / "A100",
@@ -226,15 +228,18 @@ def test_every_search_field_a_resume_reads_is_checked_in_the_header(tmp_path, ke
         load_run(tmp_path)
 
 
-def test_the_headers_search_names_are_the_tuners():
-    from vramtune.cli.sweep_cmd import ExecutorKind
-    from vramtune.results.store import HEADER_CACHE_MODES, HEADER_EXECUTORS, HEADER_SEARCH_METHODS
-    from vramtune.tune.planner import SearchMethod
-    from vramtune.tune.request import CACHE_MODES
-
-    assert set(HEADER_SEARCH_METHODS) == {m.value for m in SearchMethod}
-    assert set(HEADER_CACHE_MODES) == set(CACHE_MODES)
-    assert set(HEADER_EXECUTORS) == {e.value for e in ExecutorKind}
+@pytest.mark.parametrize("method", list(SearchMethod))
+@pytest.mark.parametrize("cache", list(CacheMode))
+@pytest.mark.parametrize("executor", list(ExecutorKind))
+def test_every_search_setting_the_tuner_writes_reads_back(tmp_path, method, cache, executor):
+    settings = SweepSettings(start=64, max_envs=512, refine=2, objective=Objective.KNEE,
+                             confirm=False, confirm_steps=40, devices=2, search=method,
+                             parallel=3, executor=executor, cache=cache, speed_margin=0.05,
+                             ray_address="10.0.0.1:6379" if executor is ExecutorKind.RAY else None,
+                             gpu_type="A100" if executor is ExecutorKind.RAY else None,
+                             parallel_asked="auto")
+    create_run(tmp_path, header(search=settings))
+    assert load_run(tmp_path).header.search == settings
 
 
 def test_a_trial_line_with_a_time_that_is_not_one_is_skipped_with_a_warning(tmp_path):

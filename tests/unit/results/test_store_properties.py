@@ -11,6 +11,7 @@ from vramtune.errors import UserError
 from vramtune.records import Status, TrialResult
 from vramtune.results.baseline import BASELINE_KIND, snapshot_from_data
 from vramtune.results.frame import runs_frame
+from vramtune.results.settings import SweepSettings
 from vramtune.results.store import RESULTS_FILE, RunHeader, load_run
 from vramtune.schema import MAX_NUM_ENVS
 from vramtune.tune.budgets import merge_runs
@@ -20,11 +21,11 @@ from vramtune.views.sweep_table import sweep_table
 from vramtune.workload.profile import load_profile
 
 QUICK = load_profile("quick")
-HEADER = {"kind": "header", **RunHeader(
+HEADER = RunHeader(
     profile_name="quick", profile_hash=QUICK.hash, profile=QUICK.to_dict(), budget_bytes=None,
     headroom_fraction=0.1, machine={"cpu": "AMD EPYC", "cpu_count": 2},
-    versions={"jax": "0.9.2"}, search={"start": 64, "max_envs": 256, "refine": 0,
-                                       "objective": "throughput"}).__dict__}
+    versions={"jax": "0.9.2"}, search=SweepSettings.from_dict({"start": 64, "max_envs": 256, "refine": 0,
+                                                     "objective": "throughput"})).to_dict()
 TRIAL = {"kind": "trial", **TrialResult(
     status=Status.OK, profile="quick", profile_hash=QUICK.hash, num_envs=128, batch_size=128,
     num_minibatches=4, unroll_length=10, backend="cpu", device_count=1, compile_s=12.5,

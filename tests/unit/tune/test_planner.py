@@ -136,11 +136,11 @@ def test_refinement_prefers_round_sizes_over_the_exact_midpoint():
 
 
 def test_sweep_grid_skips_sizes_that_inflate_the_batch():
-    from vramtune.tune.request import SweepConfig
+    from tests.sweeps import sweep_config
     from vramtune.workload.profile import load_profile
 
     ant = load_profile("ant")  # hold-minibatch, 16 unrolls per step at its 4096 envs
-    sp = SweepConfig(ant, None, 0.1, 64, 16384, 8).space()
+    sp = sweep_config(ant, None, 0.1, 64, 16384, 8).space()
     sizes, _ = replay(lambda n: 1.0 if n <= 2900 else 9.0, sp, oom_above=5.0)
     for n in sizes:
         assert ant.shape_for(n).unrolls_per_step <= 32

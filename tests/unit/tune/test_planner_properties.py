@@ -7,9 +7,9 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.sweeps import sweep_config
 from tests.unit.tune.test_planner import replay
 from vramtune.tune.planner import StepKind, plan
-from vramtune.tune.request import SweepConfig
 from vramtune.workload.profile import load_profile, profile_from_dict
 from vramtune.workload.rules import ScalingPolicy
 
@@ -29,7 +29,7 @@ def test_computed_valid_sizes_plan_like_trying_every_size(policy, bs, nmb, n0, s
                                                           refine, per_env):
     prof = _profile(policy, bs, nmb, n0)
     start, top = min(start, top), max(start, top)
-    fast = SweepConfig(prof, None, 0.1, start, top, refine).space()
+    fast = sweep_config(prof, None, 0.1, start, top, refine).space()
     slow = dataclasses.replace(fast, sizes_between=None)  # every integer through is_valid
 
     def memory(n: int) -> float:
@@ -44,7 +44,7 @@ def test_computed_valid_sizes_plan_like_trying_every_size(policy, bs, nmb, n0, s
 def test_planning_is_fast_for_any_maximum(policy, bs, nmb, start, top):
     prof = _profile(policy, bs, nmb, 64)
     start, top = min(start, top), max(start, top)
-    sp = SweepConfig(prof, None, 0.1, start, top, 3).space()
+    sp = sweep_config(prof, None, 0.1, start, top, 3).space()
     started = time.perf_counter()
     step = plan([], sp)
     assert step.phase in (StepKind.DOUBLING, StepKind.DONE)

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from tests.sweeps import sweep_config
 from vramtune.measure.footprint import Footprint, SizeFootprint
 from vramtune.tune import prior as P
 from vramtune.tune.planner import SearchMethod
-from vramtune.tune.request import SweepConfig
 from vramtune.workload.profile import load_profile
 
 MiB = 2 ** 20
@@ -18,7 +18,7 @@ QUICK = load_profile("quick")
 
 
 def space(budget=int(1.2e9), method=SearchMethod.PREDICTIVE, start=128, max_envs=2048):
-    return SweepConfig(QUICK, budget, 0.1, start, max_envs, None, search=method).space()
+    return sweep_config(QUICK, budget, 0.1, start, max_envs, None, search=method).space()
 
 
 ASKED = [(128, 128, 4), (2048, 2048, 4), (1024, 1024, 4), (512, 512, 4)]

@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+from tests.sweeps import sweep_config, with_settings
 from vramtune.measure.wire import confirm_epoch_steps
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune.model import SlopePrior
@@ -46,7 +47,7 @@ def r(n: int, status: Status = Status.OK, sps: float | None = 1000.0, *, data_gb
 
 
 def _config(confirm: bool) -> SweepConfig:
-    return SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 256, 1024, 0, confirm=confirm,
+    return sweep_config(load_profile("quick"), int(1.2 * GB), 0.1, 256, 1024, 0, confirm=confirm,
                        objective=Objective.MAX_ENVS)
 
 
@@ -71,7 +72,7 @@ def test_a_passing_confirmation_does_not_change_the_pick_it_proved():
     results.append(r(first.num_envs, sps=1400, lo=1050, hi=1500, purpose=Purpose.CONFIRM))
     again = choose(results, int(1.2 * GB), 0.1)
     assert again.chosen is first and again.confirmation is results[-1]
-    assert edge_step(SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 256, 4096, 0),
+    assert edge_step(sweep_config(load_profile("quick"), int(1.2 * GB), 0.1, 256, 4096, 0),
                      results) is None
 
 
@@ -100,7 +101,7 @@ def test_a_failed_confirmation_searches_the_sizes_below_it_instead_of_the_next_m
     # fidelity bench, 1.2 GB: the predictive search jumped 128 -> 512; 576 and 512 failed
     # their confirmations, and 128 was confirmed while the user's 512 survived. Now the
     # failed size becomes the search's upper end and the sizes between are measured.
-    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 128, 1024, None,
+    config = sweep_config(load_profile("quick"), int(1.2 * GB), 0.1, 128, 1024, None,
                          objective=Objective.MAX_ENVS)
     results = [r(128, data_gb=0.95), r(512, data_gb=1.0), r(576, data_gb=1.03),
                r(640, Status.OOM)]
@@ -117,7 +118,7 @@ def test_a_failed_confirmation_searches_the_sizes_below_it_instead_of_the_next_m
 
 
 def test_a_failed_confirmation_gives_bisection_a_fresh_refine_budget_below_it():
-    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 256, 1024, 3,
+    config = sweep_config(load_profile("quick"), int(1.2 * GB), 0.1, 256, 1024, 3,
                          objective=Objective.MAX_ENVS, search=SearchMethod.BISECT)
     results = [r(256), r(512), r(1024, Status.OOM), r(768, Status.OOM), r(640),
                r(704, Status.OOM)]
@@ -135,7 +136,7 @@ def test_a_failed_confirmation_gives_bisection_a_fresh_refine_budget_below_it():
 def test_a_start_that_fits_its_trial_and_fails_its_confirmation_is_said_as_it_happened(method):
     # review finding: fidelity-stepdown 1.15 GB said "does not fit even at 256 envs" and
     # "no trial finished ok" when 256 fitted its search trial and failed its long run
-    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 256, 1024, 3,
+    config = sweep_config(load_profile("quick"), int(1.2 * GB), 0.1, 256, 1024, 3,
                          objective=Objective.MAX_ENVS, search=method)
     results = [r(256, data_gb=1.0), r(512, Status.OOM), r(384, Status.OOM),
                r(320, Status.OOM), r(288, Status.OOM),
@@ -180,7 +181,7 @@ def test_the_search_proves_a_size_with_room_and_a_failed_proof_steps_down_on_rep
     mib = 2**20
     search = Curve((256, 512, 1024, 1536), tuple(v * mib for v in (935, 975, 1146, 1290)))
     long = Curve(search.sizes, tuple(v + extra_mib * mib for v in search.peaks_bytes))
-    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 256, 2048, None,
+    config = sweep_config(load_profile("quick"), int(1.2 * GB), 0.1, 256, 2048, None,
                          objective=Objective.MAX_ENVS)
     done = _replayed_sweep(config, search, long)
     records = [r for _, r in done]
@@ -214,7 +215,7 @@ def test_a_step_down_searches_first_and_proves_only_its_pick():
     # 1024, 1536 and 1664 were each searched and confirmed (six runs, three of them long).
     # Now the step-down starts one refinement step below 1792 and proves only what it picks.
     mib = 2**20
-    config = SweepConfig(load_profile("quick"), int(1.45 * GB), 0.0, 128, 4096, None,
+    config = sweep_config(load_profile("quick"), int(1.45 * GB), 0.0, 128, 4096, None,
                          objective=Objective.MAX_ENVS)
     peak = lambda n: (1000 + 0.2 * n) * mib / GB  # noqa: E731  (GB of data segment)
     results = [r(128, data_gb=peak(128), cap=int(1.45 * GB)), r(2048, Status.OOM),
@@ -239,7 +240,7 @@ def test_a_search_failure_below_the_failed_proof_turns_the_step_down_to_bisectio
     # proof: bisect between the largest fit and it.
     mib = 2**20
     cap = int(1.45 * GB)
-    config = SweepConfig(load_profile("quick"), cap, 0.0, 128, 4096, None,
+    config = sweep_config(load_profile("quick"), cap, 0.0, 128, 4096, None,
                          objective=Objective.MAX_ENVS)
     peak = lambda n: (1000 + 0.2 * n) * mib / GB  # noqa: E731
     results = [r(128, data_gb=peak(128), cap=cap), r(2048, Status.OOM),
@@ -254,7 +255,7 @@ def test_a_search_failure_below_the_failed_proof_turns_the_step_down_to_bisectio
 
 
 def test_after_two_failed_proofs_each_size_is_proven_as_soon_as_it_is_searched():
-    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 128, 1024, None,
+    config = sweep_config(load_profile("quick"), int(1.2 * GB), 0.1, 128, 1024, None,
                          objective=Objective.MAX_ENVS)
     results = [r(128, data_gb=0.95), r(512, data_gb=1.0), r(576, data_gb=1.03),
                r(640, Status.OOM), r(576, Status.OOM, purpose=Purpose.CONFIRM),
@@ -277,7 +278,7 @@ def test_after_two_failed_proofs_each_size_is_proven_as_soon_as_it_is_searched()
 ])
 def test_a_confirming_run_gets_a_floor_unless_its_length_was_asked(confirm_steps, trial_steps,
                                                                      floor):
-    config = dataclasses.replace(_config(True), confirm_steps=confirm_steps)
+    config = with_settings(_config(True), confirm_steps=confirm_steps)
     results = [dataclasses.replace(r(256, steps=trial_steps or 0), training_steps=trial_steps,
                                    memory_steady_steps=5)]
     request = trial_request(config, results, Step(StepKind.CONFIRMING, 256, "confirming"))
@@ -303,7 +304,7 @@ def test_a_two_step_trials_proof_reports_every_two_steps_up_to_its_ceiling():
 def test_the_step_down_names_the_edge_that_fits_beside_a_smaller_proven_pick():
     # README's first command, 2026-11-27: 832 failed its confirmation, throughput picked and
     # proved 128, and the search line said "boundary between 128 (proven) and 832"
-    config = dataclasses.replace(_config(True), objective=Objective.THROUGHPUT, start=128)
+    config = with_settings(_config(True), objective=Objective.THROUGHPUT, start=128)
     results = [r(128, sps=2000.0), r(768, sps=1000.0), r(832, sps=1000.0), r(896, Status.OOM),
                r(832, Status.OOM, purpose=Purpose.CONFIRM), r(128, purpose=Purpose.CONFIRM)]
     words = search_outcome(results, config.space(), 1, config).reason
@@ -315,7 +316,7 @@ def test_a_confirming_run_is_capped_one_refinement_step_below_the_line():
     # A confirmation that passes just under the line is one draw of a coin the user's run
     # flips again (832 at 1.3 GB: 21 MB under the line, then 1 of 2 user runs out of memory):
     # on a CPU the proof runs under the line less one refinement step.
-    config = SweepConfig(load_profile("quick"), int(1.2 * GB), 0.1, 128, 1024, None,
+    config = sweep_config(load_profile("quick"), int(1.2 * GB), 0.1, 128, 1024, None,
                          objective=Objective.MAX_ENVS)
     gb = lambda n: 0.8 + 0.00025 * n  # noqa: E731
     results = [r(128, data_gb=gb(128)), r(512, data_gb=gb(512)), r(576, Status.OOM)]
@@ -339,7 +340,7 @@ def test_a_confirming_run_is_capped_one_refinement_step_below_the_line():
     steps = _steps(config, failed)
     assert steps and all(128 < s.num_envs < 512 and s.phase != "confirming" for s in steps)
     # without a budget there is no line to keep room under
-    free = SweepConfig(load_profile("quick"), None, 0.1, 128, 1024, None)
+    free = sweep_config(load_profile("quick"), None, 0.1, 128, 1024, None)
     assert trial_request(free, results, step).cap_bytes is None
 
 
@@ -351,7 +352,7 @@ def test_sizes_that_fit_within_a_jitter_of_the_line_are_not_proven(peak_768_mb):
     # first proof of such a size failed at 5 of 5 budgets. So no proof is spent on it: the
     # search aims below it (at 1,145.8 MB, 768 too), or proves 768, which left the room.
     line = int(1.3 * GB * 0.9)
-    config = SweepConfig(load_profile("quick"), int(1.3 * GB), 0.1, 128, 2048, None,
+    config = sweep_config(load_profile("quick"), int(1.3 * GB), 0.1, 128, 2048, None,
                          objective=Objective.MAX_ENVS)
     mb = {128: 1009.9, 768: peak_768_mb, 832: 1159.2}  # data segment, MB
     results = [r(n, data_gb=v / 1000, cap=line) for n, v in mb.items()]
@@ -405,7 +406,7 @@ def test_a_start_ruled_out_by_a_failed_proof_ends_the_sweep_with_a_smaller_start
     # of memory in its proof held ~30 MB below the 1,170 MB line. 768 is over that cap: no
     # size is left to search above it, nor to recommend, and the notice says why.
     line = int(1.3 * GB * 0.9)
-    config = SweepConfig(load_profile("quick"), int(1.3 * GB), 0.1, 768, 2048, None,
+    config = sweep_config(load_profile("quick"), int(1.3 * GB), 0.1, 768, 2048, None,
                          objective=Objective.MAX_ENVS, search=search)
     results = [r(768, data_gb=1.1458, cap=line), r(1024, data_gb=1.1592, cap=line),
                r(1152, Status.OOM, cap=line),
@@ -422,7 +423,7 @@ def test_a_resumed_run_with_proofs_at_the_line_reads_as_before():
     # Records from before proofs kept room: a proof at the line rules nothing else out, and
     # the step-down after it works as it did.
     line = int(1.3 * GB * 0.9)
-    config = SweepConfig(load_profile("quick"), int(1.3 * GB), 0.1, 128, 2048, None,
+    config = sweep_config(load_profile("quick"), int(1.3 * GB), 0.1, 128, 2048, None,
                          objective=Objective.MAX_ENVS)
     results = [r(128, data_gb=1.01, cap=line), r(768, data_gb=1.110, cap=line),
                r(832, data_gb=1.1592, cap=line), r(896, Status.OOM, cap=line),
@@ -436,7 +437,7 @@ def test_a_resumed_run_with_proofs_at_the_line_reads_as_before():
 def test_the_proof_cap_uses_the_sweep_s_slope_prior_and_holds_repeats_too():
     # the sweep plans with the prior its probe found: the proof's room is the step-down's
     # step, from the same model (the config's space has no prior)
-    config = SweepConfig(load_profile("quick"), int(1.1 * GB), 0.0, 128, 4096, None,
+    config = sweep_config(load_profile("quick"), int(1.1 * GB), 0.0, 128, 4096, None,
                          objective=Objective.MAX_ENVS, confirm=False)
     line = int(1.1 * GB)
     results = [r(128, data_gb=1.0342, cap=line), r(416, data_gb=1.0531, cap=line),
@@ -457,7 +458,7 @@ def _room(cap: int, line: int) -> str:
 
 def test_a_gpu_proof_runs_at_the_line():
     # a GPU's pool grows in whole regions and does not jitter: no room
-    config = SweepConfig(load_profile("quick"), 2 * GB, 0.0, 256, 4096, None,
+    config = sweep_config(load_profile("quick"), 2 * GB, 0.0, 256, 4096, None,
                          objective=Objective.MAX_ENVS)
     gpu = [dataclasses.replace(r(n, cap=2 * GB, data_gb=0.0), backend="gpu",
                                host_peak_data_bytes=None, jax_peak_pool_bytes=pool * 2**20,

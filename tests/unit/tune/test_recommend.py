@@ -3,6 +3,7 @@
 import pytest
 
 from vramtune.records import Status, TrialResult
+from vramtune.results.settings import SweepSettings
 from vramtune.tune.recommend import Objective, choose
 
 GB = 10**9
@@ -142,7 +143,8 @@ def test_report_and_emit_re_choose_with_the_sweeps_own_speed_margin():
     def run(search):
         header = RunHeader(profile_name=prof.name, profile_hash=prof.hash,
                            profile=prof.to_dict(), budget_bytes=4 * GB, headroom_fraction=0.1,
-                           machine={}, versions={}, search=search)
+                           machine={}, versions={},
+                           search=SweepSettings.from_dict(search))
         return Run(Path("run"), header, rows)
 
     wide = run({"objective": "throughput", "speed_margin": 0.05})

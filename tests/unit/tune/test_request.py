@@ -8,6 +8,7 @@ import pytest
 
 from vramtune.errors import UserError
 from vramtune.records import Objective
+from vramtune.results.settings import SweepSettings
 from vramtune.results.store import RunHeader
 from vramtune.tune.planner import SearchMethod
 from vramtune.tune.request import SweepRequest, reconcile, resolve
@@ -23,25 +24,25 @@ def test_a_speed_margin_outside_0_to_100_percent_is_one_line(bad):
 
 
 def test_the_speed_margin_reaches_the_config_as_a_fraction():
-    assert resolve(SweepRequest()).config.speed_margin == 0.02
-    assert resolve(SweepRequest.parse("quick", speed_margin="5%")).config.speed_margin == 0.05
-    assert resolve(SweepRequest(speed_margin_fraction=0.0)).config.speed_margin == 0.0
+    assert resolve(SweepRequest()).speed_margin == 0.02
+    assert resolve(SweepRequest.parse("quick", speed_margin="5%")).speed_margin == 0.05
+    assert resolve(SweepRequest(speed_margin_fraction=0.0)).speed_margin == 0.0
 
 
 @pytest.mark.parametrize("value, parsed", [("auto", "auto"), (" AUTO ", "auto"), ("3", 3), (2, 2),
                                            (None, None)])
 def test_parallel_is_auto_or_a_positive_integer(value, parsed):
     assert SweepRequest.parse("quick", parallel=value).parallel == parsed
-    assert resolve(SweepRequest.parse("quick", parallel=value)).parallel == (parsed or 1)
+    assert resolve(SweepRequest.parse("quick", parallel=value)).settings.parallel == (parsed or 1)
 
 
 def test_a_resumed_run_runs_as_many_at_once_as_it_asked():
     planned = reconcile(SweepRequest(resume="run"), _header(parallel=9, parallel_asked="auto"))
     assert planned.parallel == "auto"  # planned again from the card as it is now
     assert reconcile(SweepRequest(resume="run"), _header(parallel=2)).parallel == 2
-    assert reconcile(SweepRequest(resume="run"), _header()).parallel is None  # older runs: 1
+    assert reconcile(SweepRequest(resume="run"), _header()).parallel == 1  # older runs: 1
     assert reconcile(SweepRequest(resume="run", parallel=1), _header(parallel=2)).parallel == 1
-    with pytest.raises(UserError, match="damaged"):
+    with pytest.raises(UserError, match="search.parallel must be"):  # the header is refused
         reconcile(SweepRequest(resume="run"), _header(parallel="lots"))
 
 
@@ -88,7 +89,8 @@ def _header(**search) -> RunHeader:
     return RunHeader(profile_name=prof.name, profile_hash=prof.hash, profile=prof.to_dict(),
                      budget_bytes=10**9, headroom_fraction=0.2, machine={}, versions={},
                      gpu_name=None, gpu_driver=None, gpu_total_bytes=None, cap=None,
-                     search={"start": 64, "max_envs": 512, "objective": "knee", **search})
+                     search=SweepSettings.from_dict({"start": 64, "max_envs": 512, "objective": "knee",
+                                                      **search}))
 
 
 def test_a_resumed_run_fills_what_the_request_leaves_open():
@@ -108,11 +110,11 @@ def test_a_flag_that_contradicts_the_resumed_run_is_refused(options):
 
 
 def test_a_resumed_run_keeps_its_speed_margin_unless_told_otherwise():
-    plan = resolve(SweepRequest.parse("quick", speed_margin="5%"))
-    assert plan.search["speed_margin"] == 0.05  # recorded in the run's header
-    header = _header(speed_margin=plan.search["speed_margin"])
-    assert resolve(reconcile(SweepRequest(resume="run"), header)).config.speed_margin == 0.05
+    config = resolve(SweepRequest.parse("quick", speed_margin="5%"))
+    assert config.settings.to_dict()["speed_margin"] == 0.05  # recorded in the run's header
+    header = _header(speed_margin=config.settings.speed_margin)
+    assert resolve(SweepRequest(resume="run"), header).speed_margin == 0.05
     given = SweepRequest.parse(resume="run", speed_margin="1%")
-    assert resolve(reconcile(given, header)).config.speed_margin == 0.01
+    assert resolve(given, header).speed_margin == 0.01
     # a run that did not record it chose with the default
-    assert resolve(reconcile(SweepRequest(resume="run"), _header())).config.speed_margin == 0.02
+    assert resolve(SweepRequest(resume="run"), _header()).speed_margin == 0.02

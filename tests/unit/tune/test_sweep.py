@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tests.sweeps import sweep_config, with_settings
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune.alone import alone_steps
 from vramtune.tune.planner import SearchMethod, Step, StepKind
 from vramtune.tune.proof import edge_step
 from vramtune.tune.recommend import Objective
-from vramtune.tune.request import SweepConfig
 from vramtune.tune.sweep import next_steps, trial_request
 from vramtune.workload.profile import load_profile
 
@@ -19,7 +19,7 @@ QUICK = load_profile("quick")
 
 
 def config(objective=Objective.THROUGHPUT, confirm=False, search=SearchMethod.PREDICTIVE):
-    return SweepConfig(QUICK, int(1.2e9), 0.0, 256, 4096, None, objective=objective,
+    return sweep_config(QUICK, int(1.2e9), 0.0, 256, 4096, None, objective=objective,
                        confirm=confirm, search=search)
 
 
@@ -171,7 +171,7 @@ def test_quick_candidates_keep_four_unrolls_per_step():
     keeps = cfg.space().candidate
     assert keeps is not None and all(keeps(n) for n in (256, 1024, 1152, 1408))
     go1 = load_profile("playground-go1")
-    grow = SweepConfig(go1, int(8e9), 0.1, 1024, 16384, None).space()
+    grow = sweep_config(go1, int(8e9), 0.1, 1024, 16384, None).space()
     shape = go1.shape_for(1152)
     assert shape is not None and grow.is_valid(1152) and not grow.candidate(1152)
 
@@ -210,20 +210,18 @@ def test_a_run_keeps_its_compile_cache_mode_on_resume(tmp_path):
     """The cache moves CPU peaks by 130-190 MiB: a resumed run keeps the mode its trials ran
     with (runs from before the mode was recorded used the cache everywhere)."""
     from vramtune.tune.prepare import prepare
-    from vramtune.tune.request import CACHE_MODES, SweepRequest
-
-    assert CACHE_MODES == {"auto": None, "on": True, "off": False}
+    from vramtune.tune.request import SweepRequest
     directory, _ = _run_without_lock(tmp_path)
     prepared = prepare(SweepRequest(resume=directory))
     try:
         assert prepared.config.cache_under_cpu_cap is True  # legacy: "on"
-        assert prepared.header.search["cache"] == "on"
+        assert prepared.header.search.cache == "on"
     finally:
         prepared.executor.close()
         prepared.release()
     fresh = prepare(SweepRequest(profile="quick", budget_bytes=10**9, out=tmp_path / "new"))
     try:
-        assert fresh.header.search["cache"] == "auto" and not fresh.config.cache_under_cpu_cap
+        assert fresh.header.search.cache == "auto" and not fresh.config.cache_under_cpu_cap
         assert fresh.config.compile_cache_dir is not None  # used where it moves no peak
     finally:
         fresh.executor.close()
@@ -376,7 +374,7 @@ def test_a_confirmation_is_sized_by_when_memory_settled_not_by_the_speed_window(
     assert confirm_steps(cfg, replace(settled, memory_steady_steps=2)) == MIN_CONFIRM_STEPS
     # a record from before the figure existed: its whole length, as before
     assert confirm_steps(cfg, replace(rec(32), training_steps=30)) == 300
-    assert confirm_steps(replace(cfg, confirm_steps=150), settled) == 150
+    assert confirm_steps(with_settings(cfg, confirm_steps=150), settled) == 150
     # a resumed file's figure is bounded like --confirm-steps
     assert confirm_steps(cfg, replace(settled, memory_steady_steps=10**30)) == 1_000_000
 

@@ -16,6 +16,7 @@ from tests.conftest import GOLDEN
 from tests.conftest import assert_golden as shared_assert_golden
 from vramtune.errors import UserError
 from vramtune.records import Status, TrialResult
+from vramtune.results.settings import SweepSettings
 from vramtune.results.store import Run, RunHeader
 from vramtune.tune.budgets import CPU_NOTICE, choose_for_budget, merge_runs
 from vramtune.tune.recommend import Objective
@@ -285,7 +286,8 @@ def _proved_run(directory: Path, objective: str, created: str | None = None) -> 
 
     cap = int(1.2 * GB * 0.9)
     h = header(budget=int(1.2 * GB), gpu=False, **({"created": created} if created else {}))
-    create_run(directory, RunHeader(**{**h.__dict__, "search": {"objective": objective}}))
+    searched = SweepSettings.from_dict({"objective": objective})
+    create_run(directory, RunHeader(**{**h.__dict__, "search": searched}))
     rows = [trial(256, 900 * MiB, 20000.0, gpu=False, budget=h.budget_bytes),
             trial(512, 950 * MiB, 19000.0, gpu=False, budget=h.budget_bytes),
             trial(1024, 1000 * MiB, 15000.0, gpu=False, budget=h.budget_bytes),
