@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import pandas as pd
 
@@ -60,10 +60,12 @@ from vramtune.tune.budgets import (
     run_objective,
     run_speed_margin,
 )
+from vramtune.tune.options import SweepOptions, as_margin
+from vramtune.tune.options import sweep_flags as sweep_flags  # the CLI builds its flags from it
 from vramtune.tune.planner import Step
 from vramtune.tune.prepare import PreparedSweep, prepare, prepare_by_type
 from vramtune.tune.recommend import Recommendation, choose
-from vramtune.tune.request import DEFAULT_SPEED_MARGIN_FRACTION, SweepRequest, as_margin, as_profile
+from vramtune.tune.request import DEFAULT_SPEED_MARGIN_FRACTION, SweepRequest, as_profile
 from vramtune.tune.sweep import run_sweep, run_sweeps
 from vramtune.units import headroom_limit_bytes, parse_percent
 from vramtune.views.configs import HYDRA_TOP_KEYS, ConfigFormat, render
@@ -162,13 +164,11 @@ class SweepOutcome:
         return emitted.text
 
 
-def sweep_request(profile: ProfileArg = None, **options: Any) -> SweepRequest:
+def sweep_request(profile: ProfileArg = None, **options: Unpack[SweepOptions]) -> SweepRequest:
     """A checked sweep request from what a person types (the profile: a built-in name, a
     YAML file, a ``Profile``, or a dict whose ``env`` may be a callable); the keywords are
-    ``SweepRequest.parse``'s (gpu_mem="8GB", headroom="10%", start, max_envs, refine,
-    objective, out, resume, timeout_s, cache, standby, confirm, confirm_steps, devices, search,
-    parallel, executor, ray_address, gpu_type, gpu_types, speed_margin). A request passes
-    through as it is."""
+    ``SweepOptions`` (gpu_mem="8GB", headroom="10%", ...: docs/sweep.md lists them). A
+    request passes through as it is."""
     if isinstance(profile, SweepRequest):
         if options:
             raise TypeError(f"a SweepRequest takes no options beside it: {', '.join(options)}")
@@ -177,7 +177,7 @@ def sweep_request(profile: ProfileArg = None, **options: Any) -> SweepRequest:
 
 
 def prepare_sweep(profile: ProfileArg = None, *, nvml: Nvml | None = None,
-                  **options: Any) -> PreparedSweep:
+                  **options: Unpack[SweepOptions]) -> PreparedSweep:
     """Everything before the first trial; ``run_prepared`` then runs it. Split in two so a
     caller (the CLI) can keep what was measured when the run is interrupted.
 
@@ -187,7 +187,7 @@ def prepare_sweep(profile: ProfileArg = None, *, nvml: Nvml | None = None,
 
 
 def prepare_sweeps(profile: ProfileArg = None,
-                   **options: Any) -> tuple[Path, list[PreparedSweep]]:
+                   **options: Unpack[SweepOptions]) -> tuple[Path, list[PreparedSweep]]:
     """One Ray sweep per accelerator type of a mixed cluster (``gpu_types="A100,H100"``),
     each in its own run directory under one parent; ``run_prepared_sweeps`` runs them at
     once."""
@@ -238,7 +238,7 @@ def run_prepared(prepared: PreparedSweep, on_event: EventCallback | None = None,
 
 
 def sweep(profile: ProfileArg = None, *, on_event: EventCallback | None = None,
-          **options: Any) -> SweepOutcome:
+          **options: Unpack[SweepOptions]) -> SweepOutcome:
     """The boundary under the budget (``search``: predictive, the default, aims with a memory
     model fitted to the trials so far; bisect doubles then bisects), then the measured pick.
     ``parallel`` trials run at once where their caps fit the device together (``"auto"``:

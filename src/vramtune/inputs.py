@@ -19,7 +19,7 @@ from vramtune.errors import CONTROL, UserError, quoted
 from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
 from vramtune.records import MAX_PARALLEL, PARALLEL_AUTO, Objective
 from vramtune.schema import MAX_NUM_ENVS
-from vramtune.units import parse_percent, parse_size, parse_sizes
+from vramtune.units import SIZE_HELP, parse_percent, parse_size, parse_sizes
 from vramtune.workload.profile import MAX_TIMEOUT_S
 
 E = TypeVar("E", bound=StrEnum)
@@ -27,6 +27,14 @@ Size = str | int | None
 Percent = str | float | None
 
 MAX_REFINE = 1000
+BUDGET_HELP = (f"Memory budget. GPU: emulate a card this size (JAX's memory fraction is "
+               f"capped). CPU: host memory, enforced with RLIMIT_DATA. {SIZE_HELP}.")
+CACHE_HELP = ("JAX's persistent compilation cache. Default: on, except on CPU under a budget, "
+              "where a cache hit skips compilation and the host memory a first training run "
+              "pays (--cache uses it anyway).")
+DEVICES_HELP = ("Devices each trial trains on (brax pmaps over all of them; num_envs must divide "
+                "evenly). GPU: the first N GPUs CUDA would use, pinned by UUID, budget per GPU. "
+                "CPU: N XLA host devices in one process under one budget.")
 MAX_TRAINING_STEPS = 1_000_000
 
 

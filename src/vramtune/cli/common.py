@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from vramtune.units import SIZE_HELP, parse_size
+from vramtune.inputs import BUDGET_HELP, CACHE_HELP, DEVICES_HELP  # noqa: F401  (the shared flags' help)
+from vramtune.units import parse_size
 
 MIN_WIDTH = 40  # below this no table or line is readable: COLUMNS=0 printed nothing at all
 console = Console(highlight=False)  # a terminal's width; COLUMNS, when set, wins
@@ -31,18 +34,6 @@ if err_console.width < MIN_WIDTH:  # COLUMNS=0 printed nothing at all, on a pipe
     err_console = Console(stderr=True, highlight=False,
                           width=80 if err_console.is_terminal else 200)
 err_console.soft_wrap = not err_console.is_terminal
-
-BUDGET_HELP = (f"Memory budget. GPU: emulate a card this size (JAX's memory fraction is "
-               f"capped). CPU: host memory, enforced with RLIMIT_DATA. {SIZE_HELP}.")
-
-
-CACHE_HELP = ("JAX's persistent compilation cache. Default: on, except on CPU under a budget, "
-              "where a cache hit skips compilation and the host memory a first training run "
-              "pays (--cache uses it anyway).")
-DEVICES_HELP = ("Devices each trial trains on (brax pmaps over all of them; num_envs must divide "
-                "evenly). GPU: the first N GPUs CUDA would use, pinned by UUID, budget per GPU. "
-                "CPU: N XLA host devices in one process under one budget.")
-
 
 class Terminated(BaseException):
     """SIGTERM or SIGHUP, raised like Ctrl-C: the trial in flight is killed with its whole
@@ -85,6 +76,31 @@ def phase_printer(json_out: bool) -> Callable[[Any], None]:
         if not json_out and isinstance(event, TrialPhase):
             err_console.print(f"[dim]  {escape(event.phase)}…[/dim]")
     return show
+
+
+def with_options(flags: Mapping[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command whose options are declared in the core (each a ``Flag``: its flag, help,
+    type and default) rather than written out: one typer option per flag, placed before the
+    command's own keyword-only parameters, read by typer as if written out. The command
+    takes them as ``**options``."""
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        hints = typing.get_type_hints(command, include_extras=True)
+        own = [p.replace(annotation=hints[p.name])
+               for p in inspect.signature(command).parameters.values()
+               if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        at = next((i for i, p in enumerate(own) if p.kind is inspect.Parameter.KEYWORD_ONLY),
+                  len(own))
+        declared = []
+        for name, flag in flags.items():
+            cli = flag.cli if flag.default is not None else typing.Optional[flag.cli]  # noqa: UP045
+            declared.append(inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=flag.default,
+                annotation=Annotated[cli, typer.Option(flag.flag, help=flag.help)]))
+        params = [*own[:at], *declared, *own[at:]]
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+    return decorate
 
 
 def budget(text: str | None) -> int | None:

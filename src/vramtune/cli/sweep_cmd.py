@@ -1,4 +1,5 @@
-"""`vramtune sweep`: the main job. Doubling, then refinement, with a live view and a table."""
+"""`vramtune sweep`: the main job, with a live view and a table; its options are declared in
+``tune.options`` (``SweepOptions``) and read here as they are."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import shlex
 import sys
 import threading
 import time
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,20 +18,17 @@ from rich.text import Text
 
 from vramtune import api, fmt
 from vramtune.cli.common import (
-    BUDGET_HELP,
-    CACHE_HELP,
-    DEVICES_HELP,
     Terminated,
     console,
     err_console,
     print_json,
     signals_as_exceptions,
+    with_options,
 )
 from vramtune.cli.tables import WIDE_HELP, rich_table, sweep_rich
 from vramtune.errors import UserError
 from vramtune.measure.wire import Event, Sample, SweepNote, TrialPhase, TrialStarted
-from vramtune.records import Objective, Purpose, Status, TrialResult, any_gpu
-from vramtune.results.settings import SearchMethod
+from vramtune.records import Purpose, Status, TrialResult, any_gpu
 from vramtune.results.store import RESULTS_FILE
 from vramtune.tune.prepare import PreparedSweep
 from vramtune.tune.recommend import Recommendation
@@ -40,11 +37,6 @@ from vramtune.views.configs import cards_table
 from vramtune.views.runs import chosen_summary
 from vramtune.views.sweep_json import summary
 from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table, unsettled_note
-
-
-class ExecutorKind(StrEnum):
-    LOCAL = "local"
-    RAY = "ray"
 
 
 class _Progress:
@@ -237,77 +229,18 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
     return 0 if rec.chosen else 1
 
 
+@with_options(api.sweep_flags())
 def sweep(
     profile: Annotated[str | None, typer.Option(help="Built-in profile name or a profile YAML "
                                                      "file (default: quick).")] = None,
-    gpu_mem: Annotated[str | None, typer.Option("--gpu-mem", help=BUDGET_HELP)] = None,
-    start: Annotated[int | None, typer.Option(help="First num_envs (default: the profile's).")] = None,
-    max_envs: Annotated[int | None, typer.Option("--max-envs",
-                                                 help="Largest num_envs to try (default: the "
-                                                      "profile's).")] = None,
-    refine: Annotated[int | None, typer.Option(help="Refinement trials: bisect, after the first "
-                                                    "failure (default 3); predictive, after "
-                                                    "its first two sizes (default: until the "
-                                                    "edge is bracketed).")] = None,
-    headroom: Annotated[str | None, typer.Option(help="Keep peaks this far under the budget "
-                                                      "(default 10%).")] = None,
-    objective: Annotated[Objective | None, typer.Option(
-        help="throughput: fastest (default); knee: smallest within 5% of the fastest; "
-             "max-envs: most envs.")] = None,
-    out: Annotated[str | None, typer.Option(help="Run directory (default: a new folder "
-                                                 "in ./vramtune-runs/ named <date>-<time>-"
-                                                 "<profile>).")] = None,
-    resume: Annotated[str | None, typer.Option(help="Continue the sweep in this run directory; "
-                                                    "measured trials are not run again.")] = None,
-    timeout: Annotated[float | None, typer.Option(help="Per-trial time limit in seconds.")] = None,
-    cache: Annotated[bool | None, typer.Option(help=CACHE_HELP)] = None,
-    standby: Annotated[bool, typer.Option(help="Start (and import) the next trial's process "
-                                               "while the current one compiles.")] = True,
-    confirm: Annotated[bool | None, typer.Option(
-        "--confirm/--no-confirm", help="Train the chosen config much longer (on a CPU, one "
-                                       "run's jitter below the line) before recommending it "
-                                       "(default; on --resume, what the run had); off: repeat "
-                                       "the chosen size once instead.")
-    ] = None,
-    confirm_steps: Annotated[int | None, typer.Option(
-        "--confirm-steps", help="Training steps of the confirming run, exactly, rounded up to "
-                                "whole epochs of 2+ steps (default: up "
-                                "to 10x the steps after which the trial's memory was steady, "
-                                "at least 50, ending once memory has held).")] = None,
-    devices: Annotated[int | None, typer.Option("--devices", help=DEVICES_HELP + " Default 1, or "
-                                                "a resumed run's.")] = None,
-    search: Annotated[SearchMethod | None, typer.Option(
-        help="predictive: aim at the boundary with a memory model fitted to the trials so far "
-             "(default); bisect: double, then bisect.")] = None,
-    parallel: Annotated[str | None, typer.Option(
-        help="Trials at once on this machine, when their caps fit the device together; "
-             "their steps/s are re-measured alone where the objective compares them. auto: "
-             "as many as the card's free memory holds, one per 4 CPU cores at most (one at a "
-             "time on CPU). Default 1, or "
-             "a resumed run's.")] = None,
+    *,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the final JSON summary.")]
     = False,
-    executor: Annotated[ExecutorKind | None, typer.Option(
-        help="local: trials on this machine (default); ray: trials as Ray tasks, one GPU (or "
-             "CPU) each, as many at once as the cluster has.")] = None,
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray-address", help="Ray cluster to run on: auto, or HOST:PORT of its head "
-                              "(default: start one on this machine).")] = None,
-    gpu_types: Annotated[str | None, typer.Option(
-        "--gpu-types", help="Mixed cluster: one sweep per Ray accelerator type at once, e.g. "
-                            "A100,H100; each its own run directory under --out.")] = None,
-    speed_margin: Annotated[str | None, typer.Option(
-        "--speed-margin", help="Steps/s closer than this count as the same speed "
-                               "(default 2%; on --resume the run's own).")] = None,
     wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
+    **options: Any,
 ) -> None:
     """Find the num_envs boundary under a memory budget from real trials, recommend."""
-    request = api.sweep_request(
-        profile, gpu_mem=gpu_mem, headroom=headroom, start=start, max_envs=max_envs,
-        refine=refine, objective=objective, out=out, resume=resume, timeout_s=timeout,
-        cache=cache, standby=standby, confirm=confirm, confirm_steps=confirm_steps,
-        devices=devices, search=search, parallel=parallel, executor=executor,
-        ray_address=ray_address, gpu_types=gpu_types, speed_margin=speed_margin)
+    request = api.sweep_request(profile, **options)
     if request.gpu_types is not None or (request.resume is not None
                                          and _is_parent(request.resume)):
         _sweep_types(request, json_out=json_out, wide=wide)

@@ -9,25 +9,19 @@ pure: they touch no file and start nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from vramtune.errors import UserError, quoted
 from vramtune.inputs import (
     MAX_REFINE,
     MAX_TRAINING_STEPS,
-    Percent,
-    Size,
     as_cap,
-    as_choice,
     as_devices,
-    as_flag,
     as_fraction,
-    as_objective,
     as_parallel,
-    as_path,
     check_int,
     check_num_envs,
     check_text,
@@ -37,6 +31,7 @@ from vramtune.machine import compile_cache_dir
 from vramtune.records import Objective
 from vramtune.results.settings import CacheMode, ExecutorKind, SearchMethod, SweepSettings
 from vramtune.results.store import RunHeader, run_directory
+from vramtune.tune.options import SweepOptions, request_fields
 from vramtune.tune.planner import SearchSpace, keeps_base_unrolls
 from vramtune.units import budget_label, headroom_limit_bytes
 from vramtune.workload.pickled import (
@@ -50,33 +45,6 @@ DEFAULT_REFINE = 3
 DEFAULT_HEADROOM_FRACTION = 0.10
 DEFAULT_SPEED_MARGIN_FRACTION = 0.02
 DEFAULT_SPEED_REMEASURE = 3  # when two sizes' speeds stay unresolved, A B / B A pairs at most
-
-
-def as_search(value: str | SearchMethod | None) -> SearchMethod | None:
-    return as_choice(value, SearchMethod, "search")
-
-
-def as_margin(value: Percent, what: str = "--speed-margin") -> float | None:
-    """A speed margin: a fraction in [0, 1) ('2%' or 0.02), finite; None stays None (the
-    default, or on resume the run's own)."""
-    return as_fraction(value, what)
-
-
-def as_types(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
-    """--gpu-types: 'A100,H100' or a list; None: not a mixed-cluster sweep."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        items = value.split(",")
-    elif isinstance(value, list | tuple) and all(isinstance(t, str) for t in value):
-        items = list(value)
-    else:
-        raise UserError(f"--gpu-types is a list of accelerator types such as 'A100,H100', got "
-                        f"{quoted(value)}")
-    types = tuple(dict.fromkeys(t.strip() for t in items if t.strip()))
-    for t in types:
-        check_text(t, "--gpu-types", max_len=200)
-    return types
 
 
 @dataclass(frozen=True)
@@ -138,41 +106,24 @@ class SweepRequest:
             raise UserError(f"--speed-margin must be at least 0% and below 100%, got {quoted(margin)}")
 
     @classmethod
-    def parse(cls, profile: str | Path | Profile | Mapping[str, Any] | Callable[[], Any] | None = None, *,
-              gpu_mem: Size = None,
-              headroom: Percent = None, start: int | None = None, max_envs: int | None = None,
-              refine: int | None = None, objective: str | Objective | None = None,
-              out: str | Path | None = None, resume: str | Path | None = None,
-              timeout_s: float | None = None, cache: bool | None = None, standby: bool = True,
-              confirm: bool | None = None, confirm_steps: int | None = None,
-              devices: int | None = None, search: str | SearchMethod | None = None,
-              parallel: int | str | None = None, executor: str | None = None,
-              ray_address: str | None = None,
-              gpu_type: str | None = None, gpu_types: str | Sequence[str] | None = None,
-              speed_margin: Percent = None) -> SweepRequest:
+    def parse(cls, profile: str | Path | Profile | Mapping[str, Any] | Callable[[], Any] | None = None,
+              **options: Unpack[SweepOptions]) -> SweepRequest:
         """The request from what a person types (``gpu_mem="8GB"``, ``headroom="10%"``,
-        ``speed_margin="2%"``) or the plain numbers (bytes, fractions). A profile may be a
-        dict, whose ``env`` may be a callable defined in the calling notebook or script."""
+        ``speed_margin="2%"``) or the plain numbers (bytes, fractions): the options are
+        ``SweepOptions``. A profile may be a dict, whose ``env`` may be a callable defined in
+        the calling notebook or script."""
         if isinstance(profile, Mapping) or _is_factory(profile):
             profile = profile_from_user(profile)
+        fields = request_fields(dict(options))
         # Flags the user gave that contradict each other are refused, not one silently
         # dropped (here, not in __post_init__: a resume fills confirm_steps from its header)
-        if as_flag(confirm, "--confirm") is False and confirm_steps is not None:
+        if fields.get("confirm") is False and fields.get("confirm_steps") is not None:
             raise UserError("--confirm-steps sets the confirming run's length and --no-confirm "
                             "runs none: drop one of them")
-        if resume is not None and out is not None:
-            raise UserError(f"--resume continues {resume} in its own folder and --out names a "
-                            f"new one: drop --out (or --resume, for a new sweep)")
-        return cls(profile=profile, budget_bytes=as_cap(gpu_mem),
-                   headroom_fraction=as_fraction(headroom), start=start, max_envs=max_envs,
-                   refine=refine, objective=as_objective(objective), out=as_path(out, "--out"),
-                   resume=as_path(resume, "--resume"), timeout_s=timeout_s,
-                   cache=as_flag(cache, "--cache"), standby=as_flag(standby, "--standby"),
-                   confirm=as_flag(confirm, "--confirm"), confirm_steps=confirm_steps,
-                   devices=devices, search=as_search(search), parallel=as_parallel(parallel),
-                   executor=None if executor is None else str(executor),
-                   ray_address=ray_address, gpu_type=gpu_type, gpu_types=as_types(gpu_types),
-                   speed_margin_fraction=as_margin(speed_margin))
+        if fields.get("resume") is not None and fields.get("out") is not None:
+            raise UserError(f"--resume continues {fields['resume']} in its own folder and --out "
+                            f"names a new one: drop --out (or --resume, for a new sweep)")
+        return cls(profile=profile, **fields)
 
     def check_mixed(self) -> None:
         """A sweep per accelerator type runs on Ray, each type's trials as many at once as
