@@ -10,8 +10,8 @@ and warnings go to the "vramtune" logger as well as to ``on_event``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +19,10 @@ from typing import Any, Unpack
 
 import pandas as pd
 
-from vramtune import machine, paths, yamlio
 from vramtune.compat import require_trainable_stack
 from vramtune.errors import UserError, quoted
 from vramtune.inputs import (
+    MAX_NUM_TIMESTEPS,
     MAX_TRAINING_STEPS,
     Percent,
     Size,
@@ -32,10 +32,13 @@ from vramtune.inputs import (
     as_flag,
     as_fraction,
     as_objective,
+    as_run_paths,
+    check_hydra_prefix,
     check_int,
     check_num_envs,
     check_text,
     check_timeout,
+    required_choice,
     required_path,
 )
 from vramtune.machine import compile_cache_dir, mem_fraction_var
@@ -45,14 +48,24 @@ from vramtune.measure.nvml import Nvml
 from vramtune.measure.overhead import device_cap
 from vramtune.measure.process import EventCallback
 from vramtune.measure.trial import TrialRequest, run_trial
-from vramtune.measure.wire import Event
+from vramtune.measure.wire import Event, Sample, SweepNote, TrialPhase, TrialStarted
 from vramtune.notebook import caller_gpu_warning, log, logged_events, result_line
 from vramtune.records import Objective, Purpose, TrialResult
 from vramtune.results.frame import runs_frame
-from vramtune.results.store import Run, RunHeader, find_runs, load_run, trial_from_dict
-from vramtune.schema import MAX_NUM_ENVS
+from vramtune.results.settings import SearchMethod
+from vramtune.results.store import (
+    Run,
+    RunHeader,
+    find_runs,
+    is_parent_of_runs,
+    load_run,
+    newest_run,
+    trial_from_dict,
+)
 from vramtune.tune.alone import remeasure_left
+from vramtune.tune.bench import BenchOutcome, prepare_bench, run_bench, save_outcome
 from vramtune.tune.budgets import (
+    CPU_NOTICE,
     Emission,
     Measurements,
     choose_for_budget,
@@ -60,41 +73,52 @@ from vramtune.tune.budgets import (
     run_objective,
     run_speed_margin,
 )
-from vramtune.tune.options import SweepOptions, as_margin
-from vramtune.tune.options import sweep_flags as sweep_flags  # the CLI builds its flags from it
+from vramtune.tune.gate import DEFAULT_MAX_SPEED_DROP, BenchReport, Verdict
+from vramtune.tune.options import SweepOptions, as_margin, sweep_flags
 from vramtune.tune.planner import Step
 from vramtune.tune.prepare import PreparedSweep, prepare, prepare_by_type
 from vramtune.tune.recommend import Recommendation, choose
 from vramtune.tune.request import DEFAULT_SPEED_MARGIN_FRACTION, SweepRequest, as_profile
 from vramtune.tune.sweep import run_sweep, run_sweeps
-from vramtune.units import headroom_limit_bytes, parse_percent
+from vramtune.units import headroom_limit_bytes
 from vramtune.views.configs import HYDRA_TOP_KEYS, ConfigFormat, render
-from vramtune.views.runs import chosen_summary
-from vramtune.workload.configfile import (
-    BatchConfig,
-    Diagnosis,
-    diagnose,
-    load_config,
-    normalise_key,
-    settings_block,
-)
-from vramtune.workload.emitted import emitted_profile
+from vramtune.views.runs import outcome_lines
+from vramtune.workload.configfile import Diagnosis, diagnose, load_config
+from vramtune.workload.emitted import TOP_LEVEL_PPO_KEYS, verification_profile
 from vramtune.workload.pickled import require_factory
-from vramtune.workload.profile import (
-    NAME_PATTERN,
-    NAME_RULE,
-    TYPED_PPO_KEYS,
-    Profile,
-    load_profile,
-    profile_from_dict,
-)
-from vramtune.workload.sources import BRAX_BACKENDS, MANAGED_PPO_KEYS, parse_source
-from vramtune.workload.starter import render_profile_yaml, starter_profile
+from vramtune.workload.profile import Profile, builtin_profiles, load_profile
+from vramtune.workload.sources import BRAX_BACKENDS, parse_source
+from vramtune.workload.starter import write_starter_profile
+
+# The public API, and the core's types and constants the CLI reads (cli/ imports nothing
+# else of tune/, measure/, results/ or workload/: ruff's banned-api in cli/ruff.toml).
+__all__ = [
+    # sweeps
+    "ProfileArg", "SweepOutcome", "SweepRequest", "SweepOptions", "PreparedSweep",
+    "SearchMethod", "Step", "sweep_flags", "sweep", "sweep_request", "prepare_sweep",
+    "prepare_sweeps", "run_prepared", "run_prepared_sweeps", "outcome",
+    # one trial, a pick, a config file, the machine, profiles
+    "TrialRequest", "TrialResult", "Objective", "Recommendation", "Diagnosis", "DoctorReport",
+    "Profile", "Nvml", "BRAX_BACKENDS",
+    "trial", "trial_request", "run_request", "recommend", "check", "verify", "doctor",
+    "init_profile", "profiles",
+    # what a running trial reports
+    "Event", "Sample", "SweepNote", "TrialPhase", "TrialStarted",
+    # saved runs and the configs emitted from them
+    "Run", "RunChoice", "EmittedConfig", "Measurements", "Emission", "ConfigFormat", "CPU_NOTICE",
+    "RunsArg", "load_runs", "open_run", "expand_runs", "newest_run", "is_parent_of_runs", "runs_by_card",
+    "choose_in_run", "emit_config", "emit_cards",
+    # the CI regression gate
+    "BenchOutcome", "BenchReport", "Verdict", "DEFAULT_MAX_SPEED_DROP", "bench",
+]
 
 # A profile as a person passes it: a built-in name, a YAML file, a Profile, a dict (whose env
 # may be a callable), or a bare env factory (``vramtune.sweep(make_env)``: its default settings)
 ProfileArg = (str | Path | Profile | Mapping[str, Any] | Callable[[], Any] | SweepRequest
               | None)
+# Saved sweeps as a person passes them: a run directory (or its results.jsonl), a run already
+# read, or any iterable of them (a list, a glob's generator)
+RunsArg = str | os.PathLike | Run | Iterable[str | os.PathLike | Run]
 
 
 @dataclass(frozen=True)
@@ -268,25 +292,14 @@ def sweep(profile: ProfileArg = None, *, on_event: EventCallback | None = None,
 
 
 def _log_outcome(result: SweepOutcome, prepared: PreparedSweep) -> None:
-    """The lines the CLI prints under its table, as log records."""
-    rec, config = result.recommendation, prepared.config
-    if result.stopped_because:
-        log.info("search: %s", result.stopped_because)
-    if rec.chosen is None:
-        log.warning("no recommendation: %s", rec.notice or "no trial fit")
-    else:
-        log.info("recommended: %s", chosen_summary(rec, config.budget_bytes))
-        for line in (rec.speed_line, rec.confirm_speed_line):
-            if line:
-                log.info("throughput: %s", line)
-        if rec.chosen.memory_steady is False:
-            log.warning("its trial ended with memory still growing (measure.max_intervals "
-                        "reached)")
-        if rec.confirmed_line:
-            log.info("%s", rec.confirmed_line)
-        elif config.settings.confirm:
-            log.warning("not confirmed: no long run of this size passed")
-    log.info("results: %s", result.run_dir)
+    """The lines the CLI prints under its table, as log records (a warning's own label is
+    the record's level)."""
+    for line in outcome_lines(result.recommendation, prepared.config.budget_bytes,
+                              result.run_dir, stopped_because=result.stopped_because,
+                              reused=result.reused, confirm=prepared.config.settings.confirm,
+                              interrupted=result.interrupted):
+        text = line.text if line.label in (None, "warning") else f"{line.label}: {line.text}"
+        log.log(logging.WARNING if line.tone in ("warning", "bad") else logging.INFO, "%s", text)
 
 
 def trial_request(profile: str | Path | Profile | Mapping[str, Any] | Callable[[], Any] = "quick",
@@ -350,81 +363,17 @@ def recommend(results: list[TrialResult] | tuple[TrialResult, ...], *, gpu_mem: 
                   margin=DEFAULT_SPEED_MARGIN_FRACTION if margin is None else margin)
 
 
-MAX_NUM_TIMESTEPS = 10**15
-_HYDRA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-
-# ppo.train kwargs a profile keeps at its top level; emitted files write them under ppo:
-TOP_LEVEL_PPO_KEYS = ("episode_length", "action_repeat")
-
-
-def verification_profile(config_path: str | Path, profile: str | Path | Profile | None
-                         ) -> tuple[Profile, str]:
-    """The workload to verify a config file with, and where each part came from.
-
-    The batch settings (num_envs, batch_size, num_minibatches, unroll_length) come from the
-    file, found wherever ``check`` finds them. The workload (env, network, other PPO kwargs)
-    comes from ``profile``, or for a file vramtune emitted, from the profile named in its
-    first line (a built-in one with the same hash). Over it go the file's own training
-    settings, because the file is the training config: an emitted file's ppo: and network:
-    blocks; in a user's own file, the ppo.train kwargs vramtune knows (run_evals,
-    learning_rate, ...) found beside its num_envs.
-    """
-    path = required_path(config_path, "the config file").expanduser()
-    batch = load_config(path)  # validates the file; a UserError names what is wrong
-    origin = "--profile"
-    overlay: dict[str, Any] = {}
-    network: dict[str, Any] = {}
-    if profile is None:
-        profile = emitted_profile(path)
-        origin = f"profile {profile.name} named in the file"
-        overlay, network = _emitted_blocks(path, batch)
-    else:  # a user's file: its keys may be spelt NUM_ENVS or numEnvs, as `check` reads them
-        overlay = {normalise_key(k): v for k, v in settings_block(path, batch).items()}
-    base = profile if isinstance(profile, Profile) else load_profile(profile)
-    # Only what ppo.train takes: the kwargs vramtune types, the profile's own, and the two a
-    # profile keeps at its top level. Anything else beside num_envs (env_name, a damaged
-    # `ppo: 5`) is not a training kwarg and would reach ppo.train as one.
-    known = TYPED_PPO_KEYS | set(base.ppo) | set(TOP_LEVEL_PPO_KEYS)
-    overlay = {k: v for k, v in overlay.items() if k in known}
-    data = base.to_dict()
-    ppo = {**data["ppo"], **{k: v for k, v in overlay.items()
-                             if k not in MANAGED_PPO_KEYS and k not in TOP_LEVEL_PPO_KEYS}}
-    ppo.update(batch_size=batch.batch_size.value, num_minibatches=batch.num_minibatches.value,
-               unroll_length=batch.unroll_length.value)
-    data.update(num_envs=batch.num_envs.value, ppo=ppo)
-    for key in TOP_LEVEL_PPO_KEYS:  # emitted files carry these inside ppo:
-        if key in overlay:
-            data[key] = overlay[key]
-    if network:
-        data["network"] = {**data.get("network", {}), **network}
-    data["name"] = f"{base.name}-verify"
-    taken = sorted(k for k in overlay if k not in ("batch_size", "num_minibatches",
-                                                   "unroll_length"))
-    if taken:
-        origin += f"; from the file: {', '.join(taken)}"
-    return profile_from_dict(data, source=str(path)), origin
-
-
-def _emitted_blocks(path: Path, batch: BatchConfig) -> tuple[dict[str, Any], dict[str, Any]]:
-    """An emitted file's PPO settings (the block holding its num_envs: ppo:, playground's
-    ppo_params:, or hydra's prefix) and its network: mapping; a network: that is not a
-    mapping is a damaged file, said in one line."""
-    ppo = {k: v for k, v in settings_block(path, batch).items()
-           if k not in ("network_factory", "num_envs")}
-    data = yamlio.loads(yamlio.read_text(path, what="config"), str(path))
-    network = data.get("network") if isinstance(data, dict) else None
-    if network is not None and not isinstance(network, dict):
-        raise UserError(f"{path}: network: must be a mapping of settings, got "
-                        f"{type(network).__name__} {str(network)[:40]!r}")
-    return ppo, dict(network or {})
-
-
 def check(config_path: str | Path, *, devices: int = 1) -> Diagnosis:
     """A config file against Brax PPO's batch rules: every rule it breaks and the nearest
     valid settings (``vramtune check``)."""
     path = required_path(config_path, "the config file")
     device_count = as_devices(devices) or 1  # every argument checked before the file is read
     return diagnose(load_config(path), device_count)
+
+
+def profiles() -> list[Profile]:
+    """The profiles shipped with vramtune, by name (``vramtune profiles``)."""
+    return [load_profile(name) for name in sorted(builtin_profiles())]
 
 
 def doctor(*, probe: bool = True) -> DoctorReport:
@@ -445,31 +394,9 @@ def init_profile(env: str, output: str | Path, *, force: bool = False, name: str
     check_text(name, "--name", max_len=200)
     check_text(backend, "--backend", max_len=100)
     force = bool(as_flag(force, "--force"))
-    source = parse_source(env)
-    out = required_path(output, "-o")
-    if backend is not None and source.kind != "brax":
-        raise UserError("--backend applies to brax: sources only")
-    if backend is not None and backend not in BRAX_BACKENDS:
-        raise UserError(f"--backend {quoted(backend)} is not one of {', '.join(BRAX_BACKENDS)}")
-    if name is not None and not NAME_PATTERN.fullmatch(name):
-        raise UserError(f"--name {quoted(name)}: a profile name is {NAME_RULE}")
-    if paths.is_dir(out):
-        raise UserError(f"{out} is a directory")
-    if paths.exists(out) and not force:
-        raise UserError(f"{out} exists; pass --force to overwrite it")
-    if not paths.is_dir(out.parent):
-        raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
-    paths.check_writable_file(out, "-o")
-    if on_reading is not None:
-        on_reading()
-    data, origin = starter_profile(env, backend, import_path=str(out.resolve().parent))
-    if name:
-        data["name"] = name
-    profile_from_dict(data, source=str(out))  # never write a file that would not load
-    packages = ("playground", "brax") if source.kind == "playground" else ("brax",)
-    used = {k: v for k, v in machine.versions().items() if k in packages}
-    paths.write_text(out, render_profile_yaml(data, origin, used), "profile")
-    return load_profile(out), origin
+    parse_source(env)  # the env's form is named before the output path's
+    return write_starter_profile(env, required_path(output, "-o"), force=force, name=name,
+                                 backend=backend, on_reading=on_reading)
 
 
 def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Profile | None = None,
@@ -489,7 +416,8 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
     check_timeout(timeout_s)
     cache = as_flag(cache, "--cache")
     device_count = as_devices(devices) or 1
-    prof, origin = verification_profile(config_path, profile)
+    path = required_path(config_path, "the config file").expanduser()
+    prof, origin = verification_profile(path, profile)
     require_trainable_stack()
     limit = headroom_limit_bytes(budget_bytes, fraction)
     request = TrialRequest(prof, prof.num_envs, budget_bytes=budget_bytes, cap_bytes=limit,
@@ -508,13 +436,13 @@ def verify(config_path: str | Path, *, gpu_mem: Size, profile: str | Path | Prof
     return _run_alone(request, on_event, nvml)
 
 
-def load_runs(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+def load_runs(paths: RunsArg) -> pd.DataFrame:
     """Saved sweeps as one pandas DataFrame, one row per trial, units in column names;
     unmeasured figures are <NA>, never 0."""
-    items = _run_paths(paths)
-    if not items:
+    runs = _runs(paths)
+    if not runs:
         raise UserError("load_runs needs at least one run directory")
-    return runs_frame([load_run(p) for p in items])
+    return runs_frame(runs)
 
 
 @dataclass(frozen=True)
@@ -526,66 +454,55 @@ class EmittedConfig:
     text: str | None  # None when nothing measured fits (emission.error says why)
 
 
-def emit_config(run_dirs: str | Path | Sequence[str | Path], *,
+def emit_config(run_dirs: RunsArg | None = None, *,
                 gpu_mem: str | int | Sequence[str | int] | None = None,
                 objective: str | Objective | None = None, headroom: Percent = None,
                 format: str | ConfigFormat = ConfigFormat.BRAX, num_timesteps: int | None = None,
                 hydra_prefix: str = "ppo") -> tuple[Measurements, list[EmittedConfig]]:
     """Tuned configs from measured trials only, one per budget (None: the sweep's own cap),
-    chosen with ``objective`` (None: the sweeps' own, else throughput).
+    chosen with ``objective`` (None: the sweeps' own, else throughput). ``run_dirs`` None:
+    the run under ./vramtune-runs/ written last (``newest_run``).
     Pure: nothing is written; the CLI decides where the texts go."""
-    items = _run_paths(run_dirs)
-    if not items:
+    runs = _runs(newest_run() if run_dirs is None else run_dirs)
+    if not runs:
         raise UserError("emit_config needs at least one run directory")
-    return _emit([load_run(d) for d in items], gpu_mem=gpu_mem, objective=objective,
-                 headroom=headroom, format=format, num_timesteps=num_timesteps,
-                 hydra_prefix=hydra_prefix)
+    return _emit(runs, gpu_mem=gpu_mem, objective=objective, headroom=headroom, format=format,
+                 num_timesteps=num_timesteps, hydra_prefix=hydra_prefix)
 
 
 def expand_runs(paths: str | Path | Sequence[str | Path]) -> list[Path]:
     """Run directories, with a parent directory (a mixed-cluster sweep's) standing for the
     runs under it."""
-    return [run for item in _run_paths(paths) for run in find_runs(item)]
+    return [run for item in as_run_paths(paths) for run in find_runs(item)]
 
 
-def _run_paths(paths: object) -> list[str | os.PathLike]:
-    """A run directory or any iterable of them (a list, a glob's generator, a Series), as
-    given to the API; anything else (a number, None, a mapping, bytes) is one line, not a
-    TypeError from deep inside."""
-    if isinstance(paths, str | os.PathLike):
-        return [paths]
-    items = (list(paths) if isinstance(paths, Iterable)
-             and not isinstance(paths, bytes | Mapping) else None)
-    if items is None or any(not isinstance(p, str | os.PathLike) for p in items):
-        bad = paths if items is None else next(p for p in items
-                                               if not isinstance(p, str | os.PathLike))
-        raise UserError(f"expected a run directory (str or Path) or a list of them, got "
-                        f"{type(bad).__name__} {str(bad)[:40]!r}")
-    return items
+def _runs(given: object, *, expand: bool = False) -> list[Run]:
+    """Each run read once: a ``Run`` passes through, a path is read (with ``expand``, a
+    parent directory stands for the runs under it)."""
+    return [run for item in as_run_paths(given, Run) for run in (
+        [item] if isinstance(item, Run) else map(load_run, find_runs(item) if expand else [item]))]
 
 
-def runs_by_card(paths: str | Path | Sequence[str | Path]) -> dict[str, list[Run]]:
-    """The runs under ``paths``, grouped by the card they measured (Ray's accelerator type,
-    else the GPU or CPU model), in the order first seen."""
+def runs_by_card(runs: RunsArg) -> dict[str, list[Run]]:
+    """The runs (or the runs under a parent directory), grouped by the card they measured
+    (Ray's accelerator type, else the GPU or CPU model), in the order first seen."""
     cards: dict[str, list[Run]] = {}
-    for directory in expand_runs(paths):
-        run = load_run(directory)
+    for run in _runs(runs, expand=True):
         cards.setdefault(run.header.card, []).append(run)
     return cards
 
 
-def emit_cards(paths: str | Path | Sequence[str | Path], *,
-               gpu_mem: str | int | Sequence[str | int] | None = None,
+def emit_cards(runs: RunsArg, *, gpu_mem: str | int | Sequence[str | int] | None = None,
                objective: str | Objective | None = None, headroom: Percent = None,
                format: str | ConfigFormat = ConfigFormat.BRAX, num_timesteps: int | None = None,
                hydra_prefix: str = "ppo"
                ) -> list[tuple[str, Measurements, list[EmittedConfig]]]:
     """Tuned configs per card from a mixed-cluster sweep's parent directory (or several run
     directories): each card's runs merged on their own, never across cards."""
-    return [(card, *_emit(runs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
+    return [(card, *_emit(group, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
                           format=format, num_timesteps=num_timesteps,
                           hydra_prefix=hydra_prefix))
-            for card, runs in runs_by_card(paths).items()]
+            for card, group in runs_by_card(runs).items()]
 
 
 def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | None,
@@ -594,22 +511,8 @@ def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | Non
           ) -> tuple[Measurements, list[EmittedConfig]]:
     budgets = [None] if gpu_mem is None else as_budgets(gpu_mem)
     check_int(num_timesteps, "--num-timesteps", 1, MAX_NUM_TIMESTEPS)
-    check_text(hydra_prefix, "--hydra-prefix", max_len=200)
-    if hydra_prefix and not _HYDRA_KEY.fullmatch(hydra_prefix):
-        raise UserError(f"--hydra-prefix {quoted(hydra_prefix)} is not a dotted config key such as "
-                        f"ppo or agent.ppo (letters, digits and _, parts joined by dots)")
-    top = hydra_prefix.split(".")[0] if hydra_prefix else ""
-    if top in HYDRA_TOP_KEYS:
-        # the file's own top-level keys: a second one of the same name would replace the
-        # first on load, and the tuned settings would be lost
-        raise UserError(f"--hydra-prefix {quoted(hydra_prefix)} starts with {top!r}, a top-level "
-                        f"key the Hydra file already has ({', '.join(HYDRA_TOP_KEYS)}): "
-                        f"choose another, such as ppo or agent.ppo")
-    try:
-        fmt_ = ConfigFormat(format)
-    except ValueError:
-        raise UserError(f"unknown format {quoted(format)}: expected one of "
-                        f"{', '.join(f.value for f in ConfigFormat)}") from None
+    check_hydra_prefix(hydra_prefix, HYDRA_TOP_KEYS)
+    fmt_ = required_choice(format, ConfigFormat, "format")
     source = merge_runs(runs)
     # None: the sweep's own objective, so the file holds the size the sweep confirmed
     goal = as_objective(objective) or source.objective or Objective.THROUGHPUT
@@ -653,180 +556,6 @@ def choose_in_run(run: Run, *, headroom: Percent = None,
                                  margin=run_speed_margin(run)), fraction, goal)
 
 
-# --- bench: the CI regression gate ----------------------------------------------------------
-# Kept in one block at the end of the module (its imports inside it): `vramtune bench` calls
-# only this, and a notebook can run the same gate.
-
-BENCH_MAX_SIZES = 64
-BENCH_MAX_REPEAT = 1000
-
-
-def parse_num_envs_list(text: str | Sequence[int]) -> list[int]:
-    """'64,256' (or [64, 256]) -> [64, 256], duplicates dropped; one-line UserError for
-    anything else."""
-    if not isinstance(text, str | list | tuple):
-        raise UserError(f"invalid --sizes {quoted(text)}: expected e.g. '64,256' or [64, 256]")
-    parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else list(text)
-    sizes: list[int] = []
-    for part in parts:
-        if part == "":
-            continue
-        if isinstance(part, bool):
-            raise UserError(f"invalid --sizes {quoted(text)}: {quoted(part)} is not a whole number")
-        if isinstance(part, str) and part.isascii() and part.isdigit() \
-                and len(part.lstrip("0")) > len(str(MAX_NUM_ENVS)):
-            raise UserError(f"invalid --sizes {quoted(text)}: num_envs must be positive and at "
-                            f"most {MAX_NUM_ENVS}, got {quoted(part)}")  # before int(): digit limit
-        try:
-            value = int(part)
-        except (TypeError, ValueError):
-            raise UserError(f"invalid --sizes {quoted(text)}: {quoted(part)} is not a whole number; "
-                            f"expected e.g. 64,256") from None
-        if not 1 <= value <= MAX_NUM_ENVS:
-            raise UserError(f"invalid --sizes {quoted(text)}: num_envs must be positive and at most "
-                            f"{MAX_NUM_ENVS}, got {quoted(value)}")
-        if value not in sizes:
-            sizes.append(value)
-    if not sizes:
-        raise UserError(f"invalid --sizes {quoted(text)}: expected num_envs such as 64,256")
-    if len(sizes) > BENCH_MAX_SIZES:
-        raise UserError(f"invalid --sizes: {len(sizes)} sizes; at most {BENCH_MAX_SIZES}")
-    return sizes
-
-
-@dataclass(frozen=True)
-class BenchPlan:
-    """A validated bench: every input checked, the baseline read, nothing run yet."""
-
-    baseline_path: Path
-    profile: Profile
-    sizes: tuple[int, ...]
-    repeat: int
-    save: bool
-    force: bool
-    thresholds: Any  # tune.gate.Thresholds
-    budget_bytes: int | None
-    timeout_s: float | None
-    old: Any  # results.baseline.Snapshot | None
-    xla: bool  # compile each size for XLA's figures (the deterministic tier)
-    normalise: bool  # read each CPU trial's CPU share (steps per CPU second)
-
-
-@dataclass(frozen=True)
-class BenchOutcome:
-    plan: BenchPlan
-    results: tuple[TrialResult, ...]
-    candidate: Any  # results.baseline.Snapshot
-    report: Any  # tune.gate.BenchReport
-    saved: Any = None  # results.baseline.Snapshot to write with --save (None: trials failed)
-    save_note: str | None = None
-    notes: tuple[str, ...] = ()  # what the run could not do (no XLA figures, no reference)
-
-
-def bench_local_key(nvml: Nvml) -> Any:
-    """This machine's key before any trial ran (device count unknown until JAX is up)."""
-    from vramtune import machine
-    from vramtune.measure.cap import plan_cap
-    from vramtune.results.baseline import MachineKey
-
-    if plan_cap(None, nvml, None).backend == "gpu" and nvml.info is not None:
-        return MachineKey("gpu", nvml.info.name, None)
-    return MachineKey("cpu", machine.cpu_model(), None)
-
-
-def _refuse_other_machine(path: Path, base: Any, here: Any, saving: bool) -> None:
-    action = "overwrite it" if saving else "compare anyway"
-    raise UserError(f"baseline {path} was measured on {base.machine.describe()}, this machine is "
-                    f"{here.describe()}: figures from another machine are not comparable "
-                    f"(use a baseline from this machine, or --force to {action})")
-
-
-def prepare_bench(baseline: str | Path, profile: str | Path | Profile = "quick", *,
-                  sizes: str | Sequence[int] = "64,256", repeat: int = 3, save: bool = False,
-                  force: bool = False, max_mem_increase: Percent = "5%",
-                  max_speed_drop: Percent = "10%", max_xla_increase: Percent = "1%",
-                  max_instructions_increase: Percent = "6%",
-                  gpu_mem: Size = None, timeout_s: float | None = None, xla: bool = True,
-                  normalise: bool = True, nvml: Nvml | None = None) -> BenchPlan:
-    """Check every input and read the baseline: a bad flag, a missing or damaged baseline, or
-    one from another machine or profile is one UserError before any trial."""
-    from vramtune import paths
-    from vramtune.measure.trial import invalid_result
-    from vramtune.results.baseline import load_baseline
-    from vramtune.tune.gate import Thresholds
-
-    thresholds = Thresholds(parse_percent(max_mem_increase, what="--max-mem-increase"),
-                            parse_percent(max_speed_drop, what="--max-speed-drop"),
-                            parse_percent(max_xla_increase, what="--max-xla-increase"),
-                            parse_percent(max_instructions_increase,
-                                          what="--max-instructions-increase"))
-    num_envs = parse_num_envs_list(sizes)
-    if isinstance(repeat, bool) or not isinstance(repeat, int) \
-            or not 1 <= repeat <= BENCH_MAX_REPEAT:
-        raise UserError(f"--repeat must be from 1 to {BENCH_MAX_REPEAT}, got {quoted(repeat)}")
-    check_timeout(timeout_s)
-    budget = as_cap(gpu_mem)
-    prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    for n in num_envs:
-        invalid = invalid_result(TrialRequest(prof, n))
-        if invalid is not None:
-            raise UserError(f"--sizes: {invalid.error_message}")
-    path = Path(baseline)
-    old = None
-    if paths.exists(path) or not save:
-        old = load_baseline(path)
-    if save:  # before the trials: minutes of measurement must not end on a bad path
-        paths.check_writable_file(path, "--baseline")
-    here = bench_local_key(nvml if nvml is not None else Nvml())
-    if old is not None and not old.machine.matches(here) and not force:
-        _refuse_other_machine(path, old, here, save)
-    if old is not None and old.profile_hash != prof.hash and not force:
-        action = "overwrite it" if save else "compare anyway"
-        raise UserError(f"baseline {path} measured profile {old.profile_name} "
-                        f"({old.profile_hash}), not {prof.name} ({prof.hash}): a different "
-                        f"workload is not a regression test (use its profile, or --force to "
-                        f"{action})")
-    return BenchPlan(path, prof, tuple(num_envs), repeat, save, force, thresholds, budget,
-                     timeout_s, old, xla, normalise)
-
-
-def _xla_figures(plan: BenchPlan, nvml: Nvml) -> tuple[dict[int, Any], dict[int, str]]:
-    """XLA's figures of every size's training epoch, compiled (never run) in a process of its
-    own, uncapped: they are the compiler's count, whatever budget the trials run under."""
-    from vramtune.measure.cap import plan_cap
-    from vramtune.measure.footprint import MAX_SIZES, FootprintProbe
-    from vramtune.results.baseline import XlaFigures
-    from vramtune.workload.profile import profile_folder
-
-    figures: dict[int, Any] = {}
-    errors: dict[int, str] = {}
-    cap = plan_cap(None, nvml, None)
-    triples = []
-    for n in plan.sizes:
-        shape = plan.profile.shape_for(n, 1)
-        assert shape is not None  # prepare_bench checked every size
-        triples.append((n, shape.batch_size, shape.num_minibatches))
-    for start in range(0, len(triples), MAX_SIZES):
-        chunk = triples[start:start + MAX_SIZES]
-        probe = FootprintProbe(cap, plan.profile.to_dict(), chunk, every_size=True,
-                               import_path=profile_folder(plan.profile),
-                               timeout_s=120.0 + 120.0 * len(chunk),
-                               profile_hash=plan.profile.hash).start()
-        try:
-            found = probe.result(wait_s=130.0 + 120.0 * len(chunk))
-        finally:
-            probe.close()
-        got = {s.num_envs: s for s in (found.sizes if found else ())}
-        for n, _, _ in chunk:
-            s = got.get(n)
-            if s is None:
-                errors[n] = (found.error if found and found.error else "the probe gave none")
-                continue
-            figures[n] = XlaFigures(s.argument_bytes, s.output_bytes, s.alias_bytes,
-                                    s.temp_bytes, s.generated_code_bytes, s.flops,
-                                    s.bytes_accessed)
-    return figures, errors
-
 
 def bench(baseline: str | Path, profile: str | Path | Profile = "quick", *,
           sizes: str | Sequence[int] = "64,256", repeat: int = 3, save: bool = False,
@@ -837,98 +566,17 @@ def bench(baseline: str | Path, profile: str | Path | Profile = "quick", *,
           on_trial_start: Callable[[int, int, int, int], None] | None = None,
           on_trial: Callable[[int, int, int, TrialResult], None] | None = None,
           on_step: Callable[[str], None] | None = None) -> BenchOutcome:
-    """Run the gate: XLA's figures per size, then ``repeat`` interleaved trials per size (on
-    CPU with each trial's CPU share read over its measuring window), compared with the
-    baseline (or, with ``save``, written as it). Callbacks: ``on_trial_start(i, total, repeat_no, num_envs)``,
+    """The CI regression gate (``vramtune bench``): every input checked and the baseline read
+    before any trial, then XLA's figures per size and ``repeat`` interleaved trials per size
+    (on CPU with each trial's CPU share read over its measuring window), compared with the
+    baseline. With ``save`` the merged baseline is written when every trial passed
+    (``outcome.saved``); a write that fails (disk full) is ``outcome.save_error``, the
+    measurement kept. Callbacks: ``on_trial_start(i, total, repeat_no, num_envs)``,
     ``on_trial(i, total, repeat_no, result)``, ``on_step(message)``."""
     plan = prepare_bench(baseline, profile, sizes=sizes, repeat=repeat, save=save, force=force,
                          max_mem_increase=max_mem_increase, max_speed_drop=max_speed_drop,
                          max_xla_increase=max_xla_increase,
                          max_instructions_increase=max_instructions_increase, gpu_mem=gpu_mem,
                          timeout_s=timeout_s, xla=xla, normalise=normalise)
-    return run_bench(plan, on_trial_start=on_trial_start, on_trial=on_trial, on_step=on_step)
-
-
-def run_bench(plan: BenchPlan, *,
-              on_trial_start: Callable[[int, int, int, int], None] | None = None,
-              on_trial: Callable[[int, int, int, TrialResult], None] | None = None,
-              on_step: Callable[[str], None] | None = None) -> BenchOutcome:
-    """Measure a prepared bench and compare (or merge for saving); writes nothing."""
-    from vramtune import machine
-    from vramtune.measure.cap import plan_cap
-    from vramtune.measure.cpu_share import REFERENCE, CpuShare
-    from vramtune.measure.wire import TrialPhase
-    from vramtune.records import Status
-    from vramtune.results.baseline import key_from_results, merge_for_save, snapshot_from_results
-    from vramtune.tune.gate import compare_snapshots
-
-    nvml = Nvml()
-    here = bench_local_key(nvml)
-    notes: list[str] = []
-    figures: dict[int, Any] = {}
-    xla_errors: dict[int, str] = {}
-    if plan.xla:
-        if on_step:
-            on_step(f"compiling the training epoch at num_envs "
-                    f"{', '.join(map(str, plan.sizes))} for XLA's figures")
-        figures, xla_errors = _xla_figures(plan, nvml)
-        if xla_errors:
-            notes.append(f"no XLA figures for num_envs {', '.join(map(str, xla_errors))}: "
-                         f"{next(iter(xla_errors.values()))}")
-    # The one cap planning (the sweep's, a lone trial's): planned once for every trial here.
-    cap, _facts = device_cap(plan.budget_bytes, nvml)
-    # Interleaved: 64, 256, 64, 256 ... so a burst of load elsewhere hits every size alike.
-    # Compiled cold (no persistent cache): a warm cache lowers CPU peak RSS by ~20%, and CI
-    # runners start cold, so a cached baseline would read as a regression there.
-    schedule = [(r + 1, n) for r in range(plan.repeat) for n in plan.sizes]
-    results: list[TrialResult] = []
-    references: list[float | None] = []
-    gpu = plan_cap(None, nvml, None).backend == "gpu"
-    normalise = plan.normalise and not gpu  # steps per CPU second: the CPU backend's
-    share = CpuShare()
-
-    def on_event(event: Event) -> None:
-        if normalise and isinstance(event, TrialPhase) and event.phase == "measuring":
-            share.start()  # read through the trial's measuring window
-
-    for i, (rep, n) in enumerate(schedule, start=1):
-        if on_trial_start:
-            on_trial_start(i, len(schedule), rep, n)
-        request = TrialRequest(plan.profile, n, budget_bytes=plan.budget_bytes,
-                               timeout_s=plan.timeout_s, compile_cache_dir=None)
-        try:
-            result = run_trial(request, on_event, cap=cap, nvml=nvml)
-        finally:
-            reference = share.stop()
-        results.append(result)
-        references.append(reference)
-        if on_trial:
-            on_trial(i, len(schedule), rep, result)
-    key = key_from_results(results, machine.cpu_model()) or here
-    old = plan.old
-    if old is not None and not old.machine.matches(key) and not plan.force:
-        _refuse_other_machine(plan.baseline_path, old, key, plan.save)
-    candidate = snapshot_from_results(results, key, profile_dict=plan.profile.to_dict(),
-                                      references=references if normalise else None,
-                                      xla=_versioned(figures, results),
-                                      xla_errors=xla_errors, cap_bytes=plan.budget_bytes,
-                                      reference=REFERENCE if normalise else None,
-                                      cpu_features=None if gpu else machine.cpu_features())
-    if plan.save:
-        comparable = old if (old is not None and old.machine.matches(key)
-                             and old.profile_hash == candidate.profile_hash) else None
-        report = compare_snapshots(comparable, candidate, plan.thresholds, extra_notes=notes)
-        ok = all(r.status is Status.OK for r in results)
-        saved, note = merge_for_save(old, candidate) if ok else (None, None)
-        return BenchOutcome(plan, tuple(results), candidate, report, saved, note, tuple(notes))
-    assert old is not None
-    report = compare_snapshots(old, candidate, plan.thresholds, extra_notes=notes)
-    return BenchOutcome(plan, tuple(results), candidate, report, None, None, tuple(notes))
-
-
-def _versioned(figures: dict[int, Any], results: Sequence[TrialResult]) -> dict[int, Any]:
-    """The figures with the versions that produced them (the trials' own: same interpreter)."""
-    from dataclasses import replace
-
-    versions = next((dict(r.versions) for r in results if r.versions), {})
-    return {n: replace(f, versions=versions) for n, f in figures.items()}
+    return save_outcome(run_bench(plan, on_trial_start=on_trial_start, on_trial=on_trial,
+                                  on_step=on_step))

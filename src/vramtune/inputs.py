@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from vramtune.errors import CONTROL, UserError, quoted
 from vramtune.measure.cap import MIN_CPU_CAP_BYTES as MIN_CAP_BYTES
@@ -36,6 +36,8 @@ DEVICES_HELP = ("Devices each trial trains on (brax pmaps over all of them; num_
                 "evenly). GPU: the first N GPUs CUDA would use, pinned by UUID, budget per GPU. "
                 "CPU: N XLA host devices in one process under one budget.")
 MAX_TRAINING_STEPS = 1_000_000
+MAX_NUM_TIMESTEPS = 10**15
+_HYDRA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def as_bytes(value: Size, what: str = "--gpu-mem") -> int | None:
@@ -144,7 +146,12 @@ def required_path(value: str | Path | None, what: str) -> Path:
 
 def as_choice(value: str | E | None, choices: type[E], what: str) -> E | None:
     """One of an enum's values ('knee' -> Objective.KNEE); None stays None."""
-    if value is None or isinstance(value, choices):
+    return None if value is None else required_choice(value, choices, what)
+
+
+def required_choice(value: str | E, choices: type[E], what: str) -> E:
+    """One of an enum's values, where there is no default to fall back on (None is refused)."""
+    if isinstance(value, choices):
         return value
     try:
         return choices(value)
@@ -219,3 +226,35 @@ def check_int(value: int | None, flag: str, lo: int, hi: int) -> int | None:
 
 def check_num_envs(value: int | None, flag: str = "--num-envs") -> int | None:
     return check_int(value, flag, 1, MAX_NUM_ENVS)
+
+
+def check_hydra_prefix(value: str, taken: Sequence[str]) -> str:
+    """--hydra-prefix: a dotted config key (ppo, agent.ppo) whose first part is none of
+    ``taken``, the Hydra file's own top-level keys: a second key of the same name would
+    replace the first on load, and the tuned settings would be lost."""
+    check_text(value, "--hydra-prefix", max_len=200)
+    if value and not _HYDRA_KEY.fullmatch(value):
+        raise UserError(f"--hydra-prefix {quoted(value)} is not a dotted config key such as "
+                        f"ppo or agent.ppo (letters, digits and _, parts joined by dots)")
+    top = value.split(".")[0] if value else ""
+    if top in taken:
+        raise UserError(f"--hydra-prefix {quoted(value)} starts with {top!r}, a top-level "
+                        f"key the Hydra file already has ({', '.join(taken)}): "
+                        f"choose another, such as ppo or agent.ppo")
+    return value
+
+
+def as_run_paths(value: object, also: type = str) -> list[Any]:
+    """A run directory or any iterable of them (a list, a glob's generator, a Series), and
+    items of type ``also`` beside them (runs already read); anything else (a number, None, a
+    mapping, bytes) is one line, not a TypeError from deep inside."""
+    kinds = (str, os.PathLike, also)
+    if isinstance(value, kinds):
+        return [value]
+    items = (list(value) if isinstance(value, Iterable)
+             and not isinstance(value, bytes | Mapping) else None)
+    if items is None or any(not isinstance(p, kinds) for p in items):
+        bad = value if items is None else next(p for p in items if not isinstance(p, kinds))
+        raise UserError(f"expected a run directory (str or Path) or a list of them, got "
+                        f"{type(bad).__name__} {str(bad)[:40]!r}")
+    return items

@@ -1,4 +1,5 @@
-"""api.verification_profile: which settings `verify` trains with, from which file or profile."""
+"""verification_profile: which settings `verify` trains with, from which file or profile; and
+what the API takes for saved runs."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import textwrap
 
 import pytest
 
-from vramtune.api import verification_profile
 from vramtune.errors import UserError
+from vramtune.workload.emitted import verification_profile
 from vramtune.workload.profile import load_profile
 
 QUICK = load_profile("quick")
@@ -105,17 +106,42 @@ def test_run_directories_of_the_wrong_type_are_one_line(paths):
     from vramtune.api import emit_config, expand_runs, load_runs
 
     for call in (load_runs, expand_runs, emit_config):
+        if call is emit_config and paths is None:
+            continue  # the newest run: below
         with pytest.raises(UserError, match="expected a run directory"):
             call(paths)
 
 
 def test_run_directories_may_come_from_any_iterable(tmp_path):
-    from vramtune.api import _run_paths
+    from vramtune.inputs import as_run_paths
 
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-    assert sorted(_run_paths(tmp_path.glob("*"))) == [tmp_path / "a", tmp_path / "b"]
-    assert _run_paths({"x"}) == ["x"] and _run_paths(("x", tmp_path)) == ["x", tmp_path]
+    assert sorted(as_run_paths(tmp_path.glob("*"))) == [tmp_path / "a", tmp_path / "b"]
+    assert as_run_paths({"x"}) == ["x"] and as_run_paths(("x", tmp_path)) == ["x", tmp_path]
+
+
+def test_emit_config_without_runs_reads_the_newest_and_each_run_once(tmp_path, monkeypatch):
+    import shutil
+    from pathlib import Path
+
+    from tests.fuzz_corpus import Corpus
+    from vramtune import api
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="no run directory given and no run under"):
+        api.emit_config()
+    Corpus(tmp_path / "corpus").runs()
+    shutil.copytree(tmp_path / "corpus/runs/control-good", tmp_path / "vramtune-runs/a-quick")
+    read: list[Path] = []
+    real = api.load_run
+    monkeypatch.setattr(api, "load_run", lambda d: read.append(Path(d)) or real(d))
+    _, configs = api.emit_config(gpu_mem="2GB")
+    assert read == [Path("vramtune-runs/a-quick")] and len(configs) == 1
+    runs = [api.open_run("vramtune-runs/a-quick")]
+    read.clear()
+    api.emit_config(runs)  # runs already read are not read again
+    assert len(api.emit_cards(runs)) == len(api.runs_by_card(runs)) == 1 and read == []
 
 
 def test_check_and_init_profile_are_the_api_the_cli_calls(tmp_path):

@@ -11,16 +11,13 @@ import typer
 from rich.markup import escape
 
 from vramtune import api, fmt
+from vramtune.api import DEFAULT_MAX_SPEED_DROP, BenchReport
 from vramtune.cli.common import console, err_console, print_json, signals_as_exceptions
 from vramtune.cli.tables import WIDE_HELP, bench_rich
 from vramtune.errors import UserError
 from vramtune.records import Status, TrialResult
-from vramtune.results.baseline import save_baseline
-from vramtune.tune.gate import DEFAULT_MAX_SPEED_DROP, BenchReport
 from vramtune.units import format_bytes
 from vramtune.views.gate_table import bench_markdown
-
-parse_num_envs_list = api.parse_num_envs_list
 
 
 def _progress_line(i: int, total: int, repeat: int, repeats: int, r: TrialResult) -> str:
@@ -93,12 +90,6 @@ def bench_command(
     Exit 0: no regression. 1: a regression (or a trial failed where the baseline's was ok).
     2: usage error (bad flag, missing or damaged baseline, baseline from another machine).
     """
-    plan = api.prepare_bench(baseline, profile, sizes=sizes, repeat=repeat, save=save,
-                             force=force, max_mem_increase=max_mem_increase,
-                             max_speed_drop=max_speed_drop, max_xla_increase=max_xla_increase,
-                             max_instructions_increase=max_instructions_increase,
-                             gpu_mem=gpu_mem, timeout_s=timeout)
-
     def on_start(i: int, total: int, rep: int, n: int) -> None:
         if not json_out and err_console.is_terminal:  # a CI log gets one line per trial
             err_console.print(f"[dim][{i}/{total}] num_envs={n} repeat {rep}/{repeat}…[/dim]")
@@ -112,8 +103,14 @@ def bench_command(
             err_console.print(message, markup=False)
 
     with signals_as_exceptions():  # a killed CI job leaves no trial and no temp folder
-        outcome = api.run_bench(plan, on_trial_start=on_start, on_trial=on_trial,
-                                on_step=on_step)
+        # every input is checked and the baseline read before the first trial; with --save,
+        # the baseline is written when every trial passed
+        outcome = api.bench(baseline, profile, sizes=sizes, repeat=repeat, save=save,
+                            force=force, max_mem_increase=max_mem_increase,
+                            max_speed_drop=max_speed_drop, max_xla_increase=max_xla_increase,
+                            max_instructions_increase=max_instructions_increase,
+                            gpu_mem=gpu_mem, timeout_s=timeout, on_trial_start=on_start,
+                            on_trial=on_trial, on_step=on_step)
     report = outcome.report
 
     if save:
@@ -127,11 +124,8 @@ def bench_command(
             err_console.print(f"vramtune: error: not saving a baseline with failed trials: {why}",
                               markup=False)
             raise typer.Exit(1)
-        error: UserError | None = None
-        try:
-            save_baseline(baseline, outcome.saved)
-        except UserError as exc:  # disk full: the measurement is still shown, then exit 2
-            error = exc
+        # a write that failed (disk full): the measurement is still shown, then exit 2
+        error = UserError(outcome.save_error) if outcome.save_error else None
         if json_out:
             print_json({**report.to_dict(), "saved": None if error else str(baseline),
                         "save_note": outcome.save_note,

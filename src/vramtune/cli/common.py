@@ -70,7 +70,7 @@ def stopped_with_one_line(what: str) -> Iterator[None]:
 
 def phase_printer(json_out: bool) -> Callable[[Any], None]:
     """The live 'phase…' lines a one-run command prints on stderr (none with --json)."""
-    from vramtune.measure.wire import TrialPhase
+    from vramtune.api import TrialPhase
 
     def show(event: Any) -> None:
         if not json_out and isinstance(event, TrialPhase):

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from vramtune import api
+from vramtune.api import DoctorReport
 from vramtune.cli.common import print_json
-from vramtune.measure.doctor import DoctorReport
 from vramtune.units import NA, format_bytes
 
 

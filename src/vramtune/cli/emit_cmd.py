@@ -11,11 +11,10 @@ from typing import Annotated, Any
 import typer
 
 from vramtune import api, paths
+from vramtune.api import CPU_NOTICE, Emission, Measurements, Run
 from vramtune.cli.common import console, err_console, print_json
 from vramtune.errors import UserError
-from vramtune.results.store import RESULTS_FILE, load_run, runs_below
-from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
-from vramtune.tune.recommend import Objective
+from vramtune.records import Objective
 from vramtune.units import SIZE_HELP, budget_label
 from vramtune.views.configs import (
     ConfigFormat,
@@ -23,32 +22,8 @@ from vramtune.views.configs import (
     hydra_overrides,
     markdown_table,
     output_name,
+    table_name,
 )
-from vramtune.workload.profile import safe_name
-
-RUNS_DIR = Path("vramtune-runs")
-
-
-def newest_run(base: Path = RUNS_DIR) -> Path:
-    """The run under ./vramtune-runs/ whose results were written last: a run directory, or a
-    mixed-cluster sweep's parent (one run per card under it), by its newest run."""
-    written: dict[Path, tuple[float, str]] = {}
-    try:
-        entries = list(base.iterdir()) if base.is_dir() else []
-    except OSError as exc:
-        raise UserError(f"./{base}/: cannot read it ({exc.strerror or exc})") from None
-    for d in entries:
-        try:  # an entry that cannot be read is no run; the others still are
-            files = ([d / RESULTS_FILE] if (d / RESULTS_FILE).is_file() else
-                     [s / RESULTS_FILE for s in runs_below(d)])
-            if files:
-                written[d] = (max(f.stat().st_mtime for f in files), d.name)
-        except OSError:
-            continue
-    if not written:
-        raise UserError(f"no RUN_DIR given and no run under ./{base}/: run `vramtune sweep` first "
-                        f"or name a run directory")
-    return max(written, key=written.__getitem__)
 
 
 def _write(path: Path, text: str) -> None:
@@ -105,7 +80,7 @@ def _targets(source: Measurements, emissions: list[Emission], fmt_: ConfigFormat
                         f"directory or a NAME.yaml pattern")
     paths.check_writable_dir(folder, "-o" if output is not None else "the configs folder")
     return ([paths.within(folder, n) for n in names],
-            paths.within(folder, f"{safe_name(source.profile.name)}-table.md"))
+            paths.within(folder, table_name(source.profile.name, "table")))
 
 
 def emit_config(
@@ -143,20 +118,21 @@ def emit_config(
     say = _quiet if json_out else _say
     warnings: list[str] = []
     if not run_dirs:
-        run_dirs = [newest_run()]
+        run_dirs = [api.newest_run()]
         say(f"using the newest run: {run_dirs[0]}")
     given = list(run_dirs)
     run_dirs = api.expand_runs(run_dirs)  # a mixed-cluster sweep's parent: the runs under it
-    for directory in run_dirs:
-        for warning in load_run(directory).warnings:
+    runs = [api.open_run(directory) for directory in run_dirs]  # each read once
+    for run in runs:
+        for warning in run.warnings:
             warnings.append(warning)
             say(f"warning: {warning}")
-    if len(api.runs_by_card(run_dirs)) > 1:
-        _emit_cards(given, run_dirs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
-                    format_=format_, output=output, num_timesteps=num_timesteps,
-                    hydra_prefix=hydra_prefix, say=say,
+    if len(api.runs_by_card(runs)) > 1:
+        _emit_cards(given, run_dirs, runs, gpu_mem=gpu_mem, objective=objective,
+                    headroom=headroom, format_=format_, output=output,
+                    num_timesteps=num_timesteps, hydra_prefix=hydra_prefix, say=say,
                     json_warnings=warnings if json_out else None)
-    source, configs = api.emit_config(run_dirs, gpu_mem=gpu_mem, objective=objective,
+    source, configs = api.emit_config(runs, gpu_mem=gpu_mem, objective=objective,
                                       headroom=headroom, format=format_,
                                       num_timesteps=num_timesteps, hydra_prefix=hydra_prefix)
     emissions = [c.emission for c in configs]
@@ -212,15 +188,16 @@ def emit_config(
     raise typer.Exit(1 if failed else 0)
 
 
-def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
-                objective: Objective | None, headroom: str | None, format_: ConfigFormat,
-                output: Path | None, num_timesteps: int | None, hydra_prefix: str,
-                say: Callable[[str], None] = _say, json_warnings: list[str] | None = None) -> None:
+def _emit_cards(given: list[Path], run_dirs: list[Path], runs: list[Run], *,
+                gpu_mem: str | None, objective: Objective | None, headroom: str | None,
+                format_: ConfigFormat, output: Path | None, num_timesteps: int | None,
+                hydra_prefix: str, say: Callable[[str], None] = _say,
+                json_warnings: list[str] | None = None) -> None:
     """Runs of several cards (a mixed cluster's parent directory): one config per card and
     budget, and the per-card quick-reference table, in -o DIR or <first directory
     given>/configs/ (the parent's, or the first run's).
     ``json_warnings`` not None: print the JSON object (with these warnings), not the table."""
-    cards = api.emit_cards(run_dirs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
+    cards = api.emit_cards(runs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
                            format=format_, num_timesteps=num_timesteps,
                            hydra_prefix=hydra_prefix)
     if output is not None and paths.exists(output) and not paths.is_dir(output):
@@ -270,7 +247,7 @@ def _emit_cards(given: list[Path], run_dirs: list[Path], *, gpu_mem: str | None,
     text = cards_markdown(emissions, files)
     table = None
     if any(name for names in files for name in names):
-        table = paths.within(folder, f"{safe_name(cards[0][1].profile.name)}-cards.md")
+        table = paths.within(folder, table_name(cards[0][1].profile.name, "cards"))
         _write(table, text)
         say(f"wrote {table}")
     if json_warnings is not None:

@@ -12,36 +12,23 @@ import typer
 from rich.markup import escape
 
 from vramtune import api
+from vramtune.api import BRAX_BACKENDS
 from vramtune.cli.common import console, err_console, print_json
-from vramtune.workload.profile import (
-    Profile,
-    builtin_profiles,
-    load_profile,
-)
-from vramtune.workload.sources import BRAX_BACKENDS, parse_source
-
-
-def _physics(profile: Profile) -> str:
-    kind = parse_source(profile.env).kind
-    if kind == "brax":
-        return f"backend {profile.backend or 'default'}"
-    if kind == "playground":
-        return f"impl {profile.impl or 'auto'}"
-    return "user factory"
+from vramtune.views.profiles import physics
 
 
 def profiles(
     json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
 ) -> None:
     """List the built-in profiles: name, environment source, physics, description."""
-    loaded = [load_profile(name) for name in sorted(builtin_profiles())]
+    loaded = api.profiles()
     if json_out:
         print_json([{"name": p.name, "env": p.env, "backend": p.backend, "impl": p.impl,
                      "num_envs": p.num_envs, "description": p.description, "path": p.source}
                     for p in loaded])
         return
     rows = [("name", "env", "physics", "description")]
-    rows += [(p.name, p.env, _physics(p), p.description) for p in loaded]
+    rows += [(p.name, p.env, physics(p), p.description) for p in loaded]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     # Plain lines, one per profile: easy to grep and pipe. In a terminal too narrow for
     # them, each description goes on its own indented line(s) below its profile's.

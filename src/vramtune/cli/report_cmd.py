@@ -11,11 +11,11 @@ import typer
 from rich.markup import escape
 
 from vramtune import api, paths
+from vramtune.api import Run
 from vramtune.cli.common import console, err_console
 from vramtune.cli.tables import WIDE_HELP, compare_rich, rich_table, sweep_rich
 from vramtune.errors import UserError
-from vramtune.results.store import Run
-from vramtune.tune.recommend import Objective
+from vramtune.records import Objective
 from vramtune.units import both_units, parse_percent
 from vramtune.views import runs as cmp
 from vramtune.views.configs import cards_markdown, cards_table

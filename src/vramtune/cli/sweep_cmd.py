@@ -17,6 +17,15 @@ from rich.markup import escape
 from rich.text import Text
 
 from vramtune import api, fmt
+from vramtune.api import (
+    Event,
+    PreparedSweep,
+    Recommendation,
+    Sample,
+    SweepNote,
+    TrialPhase,
+    TrialStarted,
+)
 from vramtune.cli.common import (
     Terminated,
     console,
@@ -27,14 +36,10 @@ from vramtune.cli.common import (
 )
 from vramtune.cli.tables import WIDE_HELP, rich_table, sweep_rich
 from vramtune.errors import UserError
-from vramtune.measure.wire import Event, Sample, SweepNote, TrialPhase, TrialStarted
 from vramtune.records import Purpose, Status, TrialResult, any_gpu
-from vramtune.results.store import RESULTS_FILE
-from vramtune.tune.prepare import PreparedSweep
-from vramtune.tune.recommend import Recommendation
 from vramtune.units import both_units, budget_label, format_bytes
 from vramtune.views.configs import cards_table
-from vramtune.views.runs import chosen_summary
+from vramtune.views.runs import OutcomeLine, outcome_lines
 from vramtune.views.sweep_json import summary
 from vramtune.views.sweep_table import SHARED_FOOTNOTE, sweep_table, unsettled_note
 
@@ -182,7 +187,8 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
                    next_line: bool = True, wide: bool = False) -> int:
     state, config, objective = prepared.state, prepared.config, prepared.objective
     run_dir = prepared.run_dir
-    rec = api.outcome(prepared, interrupted=interrupted).recommendation
+    done = api.outcome(prepared, interrupted=interrupted)
+    rec = done.recommendation
     if json_out:
         print_json(_summary(prepared, interrupted, rec))  # rec: chosen once, above
         return 0 if rec.chosen else 1
@@ -201,32 +207,29 @@ def _print_outcome(prepared: PreparedSweep, json_out: bool, interrupted: bool, *
         console.print(f"[dim]{escape(SHARED_FOOTNOTE)}[/dim]")
     if (loose := unsettled_note(state.results)) is not None:
         console.print(f"[dim]{escape(loose)}[/dim]")
-    if state.final_step and not interrupted:
-        console.print(f"search: {escape(state.final_step.reason)}")
-    if state.reused:
-        console.print(f"resumed: {state.reused} trial(s) reused from the earlier run, not re-run")
-    if rec.chosen:
-        summary_text = chosen_summary(rec, config.budget_bytes)
-        console.print(f"[bold green]recommended:[/] {escape(summary_text)}")
-        for extra in (rec.speed_line, rec.confirm_speed_line):
-            if extra:
-                console.print(f"throughput: {escape(extra)}")
-        if rec.chosen.memory_steady is False:
-            console.print("[yellow]warning:[/] its trial ended with memory still growing "
-                          "(measure.max_intervals reached)")
-        if rec.confirmed_line:
-            console.print(f"[green]{escape(rec.confirmed_line)}[/]")
-        elif config.settings.confirm and not interrupted:
-            console.print("[yellow]not confirmed:[/] no long run of this size passed")
-    elif rec.notice:
-        console.print(f"[bold red]no recommendation:[/] {escape(rec.notice)}")
-    console.print(f"results: {escape(str(run_dir))}")
+    for line in outcome_lines(rec, config.budget_bytes, run_dir,
+                              stopped_because=done.stopped_because, reused=done.reused,
+                              confirm=config.settings.confirm, interrupted=interrupted):
+        console.print(_outcome_markup(line))
     if interrupted and next_line:
         console.print(f"next: {_program()} sweep --resume {_arg(run_dir)}")
     elif next_line:
         budget_flag = f" --gpu-mem {budget_label(config.budget_bytes)}" if config.budget_bytes else ""
         console.print(f"next: {_program()} emit-config {_arg(run_dir)}{budget_flag}")
     return 0 if rec.chosen else 1
+
+
+_TONE_STYLE = {"good": "bold green", "warning": "yellow", "bad": "bold red"}
+
+
+def _outcome_markup(line: OutcomeLine) -> str:
+    """A line under the sweep's table as rich markup: its label coloured by its tone; a good
+    line with no label is green whole."""
+    text = escape(line.text)
+    if line.label is None:
+        return f"[green]{text}[/]"
+    style = _TONE_STYLE.get(line.tone)
+    return f"[{style}]{line.label}:[/] {text}" if style else f"{line.label}: {text}"
 
 
 @with_options(api.sweep_flags())
@@ -276,11 +279,7 @@ def sweep(
 
 def _is_parent(path: Path) -> bool:
     """A mixed-cluster sweep's parent: run directories under it, no results of its own."""
-    try:
-        return (path.is_dir() and not (path / RESULTS_FILE).exists()
-                and any((d / RESULTS_FILE).is_file() for d in path.iterdir()))
-    except (OSError, ValueError):
-        return False  # prepare says what is wrong with it
+    return api.is_parent_of_runs(path)
 
 
 def tag(label: object) -> str:

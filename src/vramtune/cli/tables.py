@@ -21,8 +21,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from vramtune.results.frame import to_python
-from vramtune.tune.gate import BenchReport, Verdict
+from vramtune.api import BenchReport, Verdict
 from vramtune.views.gate_table import bench_heading, bench_terminal_table, bench_thresholds, bench_verdict
 from vramtune.views.tables import Column, Table, short_form
 
@@ -210,8 +209,8 @@ def compare_rich(table: Table, *, wide: bool = False) -> FittedTable:
     """The comparison (views.runs.compare_table): ratios 5% or more off 1 in colour, green
     for the better way (less memory, more steps/s)."""
     assert table.data is not None
-    ratios = {"peak_ratio": (to_python(table.data["peak_ratio"]), True),
-              "steps_ratio": (to_python(table.data["steps_per_s_ratio"]), False)}
+    ratios = {"peak_ratio": (table.values("peak_ratio"), True),
+              "steps_ratio": (table.values("steps_per_s_ratio"), False)}
 
     def style(row: int, key: str, _text: str) -> str | None:
         if key not in ratios:

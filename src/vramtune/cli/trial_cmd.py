@@ -21,7 +21,6 @@ from vramtune.cli.common import (
     stopped_with_one_line,
 )
 from vramtune.fmt import trial_fields
-from vramtune.measure.nvml import Nvml
 from vramtune.records import Status, TrialResult
 
 
@@ -51,7 +50,7 @@ def trial(
     """Run ONE real PPO trial in a subprocess and print its measured record."""
     request = api.trial_request(profile, num_envs, gpu_mem=gpu_mem, timeout_s=timeout,
                                 cache=cache, devices=devices)
-    nvml = Nvml()
+    nvml = api.Nvml()
     if nvml.notice and not json_out:
         err_console.print(f"[dim]note: {escape(nvml.notice)}[/dim]")
     with stopped_with_one_line("the trial was stopped"):

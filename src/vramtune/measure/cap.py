@@ -128,12 +128,9 @@ def cpu_cap(budget_bytes: int | None, devices: int = 1) -> Cap:
                unset=FRACTION_VARS, device_count=devices)
 
 
-def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | None, *,
-             devices: int = 1, runtime_total_bytes: int | None = None) -> Cap:
-    """The environment and limits that enforce the budget on this machine, on ``devices``
-    devices (the first ones CUDA would use; the budget is per device)."""
-    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
-        raise UserError(f"--devices must be a positive integer, got {devices!r}")
+def _checked_platform() -> tuple[str | None, bool]:
+    """JAX_PLATFORMS' first choice (None: unset) and whether a CUDA jax is installed; a
+    platform vramtune cannot run trials on is one UserError."""
     raw = os.environ.get("JAX_PLATFORMS", "")
     platform = requested_platform(raw)
     if platform not in (None, "cpu", "cuda", "gpu"):
@@ -144,6 +141,25 @@ def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | 
         raise UserError(f"JAX_PLATFORMS={raw} asks for CUDA first, and no CUDA plugin for jax is "
                         f"installed (pip install -e '.[cuda]'); set JAX_PLATFORMS=cpu to measure "
                         f"host memory instead")
+    return platform, cuda_jax
+
+
+def backend(nvml: Nvml | None) -> str:
+    """What ``plan_cap`` runs trials on here, without planning a cap: "cpu", "gpu" (a CUDA
+    jax with NVML), or "unknown" (a CUDA jax without NVML: whatever jax starts)."""
+    platform, cuda_jax = _checked_platform()
+    if platform == "cpu" or not cuda_jax:
+        return "cpu"
+    return "gpu" if nvml is not None and nvml.available else "unknown"
+
+
+def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | None, *,
+             devices: int = 1, runtime_total_bytes: int | None = None) -> Cap:
+    """The environment and limits that enforce the budget on this machine, on ``devices``
+    devices (the first ones CUDA would use; the budget is per device)."""
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise UserError(f"--devices must be a positive integer, got {devices!r}")
+    platform, cuda_jax = _checked_platform()
     if platform == "cpu" or not cuda_jax:
         return cpu_cap(budget_bytes, devices)
     if nvml is not None and nvml.available:

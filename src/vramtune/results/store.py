@@ -42,6 +42,7 @@ from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS, Fields, describe, is_int, i
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.jsonl"
+RUNS_DIR = Path("vramtune-runs")  # where a sweep not told where writes its run
 LOCK_FILE = ".lock"
 MAX_RESULTS_BYTES = 1 << 30  # 20000 trials take 30 MB
 MAX_LINE_CHARS = 1 << 20  # one trial line is about 1.5 KB
@@ -432,6 +433,38 @@ def find_runs(directory: str | Path) -> list[Path]:
         raise UserError(f"no results at {directory}: expected a run directory holding "
                         f"{RESULTS_FILE}, or a directory of such runs")
     return runs
+
+
+def is_parent_of_runs(path: str | Path) -> bool:
+    """A mixed-cluster sweep's parent: run directories under it, no results of its own."""
+    try:
+        path = Path(path)
+        return not (path / RESULTS_FILE).exists() and bool(runs_below(path))
+    except (OSError, ValueError):
+        return False  # whoever reads it says what is wrong with it
+
+
+def newest_run(base: Path = RUNS_DIR) -> Path:
+    """The run under ``base`` (./vramtune-runs/) whose results were written last: a run
+    directory, or a mixed-cluster sweep's parent (one run per card under it), by its newest
+    run."""
+    written: dict[Path, tuple[float, str]] = {}
+    try:
+        entries = list(base.iterdir()) if base.is_dir() else []
+    except OSError as exc:
+        raise UserError(f"./{base}/: cannot read it ({exc.strerror or exc})") from None
+    for d in entries:
+        try:  # an entry that cannot be read is no run; the others still are
+            files = ([d / RESULTS_FILE] if (d / RESULTS_FILE).is_file() else
+                     [s / RESULTS_FILE for s in runs_below(d)])
+            if files:
+                written[d] = (max(f.stat().st_mtime for f in files), d.name)
+        except OSError:
+            continue
+    if not written:
+        raise UserError(f"no run directory given and no run under ./{base}/: run `vramtune "
+                        f"sweep` first or name a run directory")
+    return max(written, key=written.__getitem__)
 
 
 def load_run(directory: str | Path) -> Run:

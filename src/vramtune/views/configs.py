@@ -256,6 +256,11 @@ def output_name(profile_name: str, budget_bytes: int | None, fmt_: ConfigFormat)
     return f"{safe_name(profile_name)}-{budget_label(budget_bytes)}{suffix}.yaml"
 
 
+def table_name(profile_name: str, what: str) -> str:
+    """The Markdown table's file name beside the configs ('table', 'cards'): a name only."""
+    return f"{safe_name(profile_name)}-{what}.md"
+
+
 def budgets_table(source: Measurements, emissions: Sequence[Emission],
                   files: Sequence[str | None] | None = None) -> Table:
     """One row per budget: what it gets (measured figures only), and its file if written."""

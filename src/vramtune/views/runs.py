@@ -9,6 +9,8 @@ says when the two runs did not measure the same workload or the same kind of mem
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -68,6 +70,44 @@ def chosen_summary(rec: Recommendation, budget_bytes: int | None) -> str:
     return (f"num_envs={c.num_envs}, batch_size={c.batch_size}, "
             f"num_minibatches={c.num_minibatches}: {fmt.rate(rate)} steps/s{pooled}, peak "
             f"{format_bytes(peak)} {c.memory_label}{f' ({said})' if said else ''}")
+
+
+@dataclass(frozen=True)
+class OutcomeLine:
+    """One line under a sweep's table. ``tone``: plain, good, warning or bad; ``label`` is the
+    line's lead word (None: the whole line is the text)."""
+
+    tone: str
+    label: str | None
+    text: str
+
+
+def outcome_lines(rec: Recommendation, budget_bytes: int | None, run_dir: Path, *,
+                  stopped_because: str | None, reused: int, confirm: bool,
+                  interrupted: bool) -> list[OutcomeLine]:
+    """What a sweep ended with: the CLI prints these under its table, the API logs them."""
+    lines = []
+    if stopped_because:
+        lines.append(OutcomeLine("plain", "search", stopped_because))
+    if reused:
+        lines.append(OutcomeLine("plain", "resumed", f"{reused} trial(s) reused from the "
+                                                     f"earlier run, not re-run"))
+    if rec.chosen is None:
+        lines.append(OutcomeLine("bad", "no recommendation", rec.notice or "no trial fit"))
+    else:
+        lines.append(OutcomeLine("good", "recommended", chosen_summary(rec, budget_bytes)))
+        lines += [OutcomeLine("plain", "throughput", extra)
+                  for extra in (rec.speed_line, rec.confirm_speed_line) if extra]
+        if rec.chosen.memory_steady is False:
+            lines.append(OutcomeLine("warning", "warning", "its trial ended with memory still "
+                                                           "growing (measure.max_intervals "
+                                                           "reached)"))
+        if rec.confirmed_line:
+            lines.append(OutcomeLine("good", None, rec.confirmed_line))
+        elif confirm and not interrupted:
+            lines.append(OutcomeLine("warning", "not confirmed", "no long run of this size passed"))
+    lines.append(OutcomeLine("plain", "results", str(run_dir)))
+    return lines
 
 
 def stack_line(run: Run) -> str | None:

@@ -120,6 +120,10 @@ class Table:
     def to_json(self) -> str:
         return json.dumps(self.records(), indent=2) + "\n"
 
+    def values(self, key: str) -> list[Any]:
+        """One raw column as plain Python objects, None where not measured."""
+        return to_python(self._raw()[key])
+
 
 _SHORT_AT = (" (", ": ", ", ", "; ")
 

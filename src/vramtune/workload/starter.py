@@ -14,13 +14,16 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vramtune import yamlio
-from vramtune.errors import UserError
+from vramtune import machine, paths, yamlio
+from vramtune.errors import UserError, quoted
 from vramtune.workload.build import _jsonable, _playground_ppo_config, _playground_suite
+from vramtune.workload.profile import NAME_PATTERN, NAME_RULE, Profile, load_profile, profile_from_dict
 from vramtune.workload.sources import (
     _BRAX_COMMON,
+    BRAX_BACKENDS,
     BRAX_NETWORK,
     BRAX_PPO,
     MANAGED_PPO_KEYS,
@@ -171,6 +174,38 @@ def starter_profile(env: str, backend: str | None = None, timeout_s: float = 300
     tail = [line for line in proc.stderr.splitlines() if line.strip()]
     raise UserError(f"cannot read the canonical config of {env}: "
                     f"{tail[-1] if tail else f'exit code {proc.returncode}'}")
+
+
+def write_starter_profile(env: str, out: Path, *, force: bool, name: str | None,
+                          backend: str | None, on_reading: Callable[[], None] | None = None
+                          ) -> tuple[Profile, str]:
+    """Write the starter profile for ``env`` to ``out`` and return it as loaded back, with
+    where its settings came from. The choices and the file are checked before the source is
+    imported; ``on_reading`` hears when that slow part begins."""
+    source = parse_source(env)
+    if backend is not None and source.kind != "brax":
+        raise UserError("--backend applies to brax: sources only")
+    if backend is not None and backend not in BRAX_BACKENDS:
+        raise UserError(f"--backend {quoted(backend)} is not one of {', '.join(BRAX_BACKENDS)}")
+    if name is not None and not NAME_PATTERN.fullmatch(name):
+        raise UserError(f"--name {quoted(name)}: a profile name is {NAME_RULE}")
+    if paths.is_dir(out):
+        raise UserError(f"{out} is a directory")
+    if paths.exists(out) and not force:
+        raise UserError(f"{out} exists; pass --force to overwrite it")
+    if not paths.is_dir(out.parent):
+        raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+    paths.check_writable_file(out, "-o")
+    if on_reading is not None:
+        on_reading()
+    data, origin = starter_profile(env, backend, import_path=str(out.resolve().parent))
+    if name:
+        data["name"] = name
+    profile_from_dict(data, source=str(out))  # never write a file that would not load
+    packages = ("playground", "brax") if source.kind == "playground" else ("brax",)
+    used = {k: v for k, v in machine.versions().items() if k in packages}
+    paths.write_text(out, render_profile_yaml(data, origin, used), "profile")
+    return load_profile(out), origin
 
 
 def _main(argv: list[str]) -> int:

@@ -8,6 +8,7 @@ from vramtune.errors import UserError
 from vramtune.machine import gpu_plugin_options, mem_fraction_var
 from vramtune.measure.cap import (
     DEFAULT_GPU_FRACTION,
+    backend,
     cpu_cap,
     gpu_cap,
     gpu_fraction,
@@ -163,6 +164,22 @@ def test_gpu_cap_from_nvml_uses_the_runtime_total_when_measured(fake_nvml, monke
     assert cap.pool_limit_bytes == pytest.approx(7.5 * GB, rel=1e-6)
     by_nvml = plan_gpu_cap(8 * GB, nvml, GB // 2)
     assert by_nvml.total_source == "NVML" and any("NVML's total" in n for n in by_nvml.notes)
+
+
+def test_backend_is_the_one_plan_cap_would_plan_on(fake_nvml, monkeypatch):
+    from vramtune import machine
+
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    assert backend(None) == plan_cap(None, None, None).backend == "cpu"
+    monkeypatch.delenv("JAX_PLATFORMS")
+    monkeypatch.setattr(machine, "has_cuda_jax", lambda: True)  # a CUDA build of jax
+    assert backend(None) == plan_cap(None, None, None).backend == "unknown"  # no NVML
+    fake_nvml(FakeSystem(gpus=[FakeGpu(GPU0, pci_bus_id="0:18:00.0", memory_total=80 * GIB)]))
+    nvml = Nvml()
+    assert backend(nvml) == plan_cap(None, nvml, None).backend == "gpu"
+    monkeypatch.setenv("JAX_PLATFORMS", "tpu")
+    with pytest.raises(UserError, match="cuda or cpu"):
+        backend(nvml)
 
 
 def test_several_gpus_of_different_sizes_are_refused(fake_nvml, monkeypatch):

@@ -181,3 +181,22 @@ def test_compare_quotes_each_size_at_its_pooled_rate_and_a_failed_size_at_none()
     frame = cmp.compare_frame(run, CPU_RUN).set_index("num_envs")
     assert frame.loc[256, "steps_per_s_a"] == 26_024.85  # the median of the two runs
     assert frame.loc[512, "status_a"] == "oom" and pd.isna(frame.loc[512, "steps_per_s_a"])
+
+
+def test_outcome_lines_under_a_sweeps_table():
+    """The lines the CLI prints under its table and api.sweep logs, from one function."""
+    rec = choose(list(CPU_RUN.results), 1_100_000_000, 0.1, Objective.THROUGHPUT)
+    lines = cmp.outcome_lines(rec, 1_100_000_000, Path("runs/cpu"), stopped_because="bracketed",
+                              reused=2, confirm=True, interrupted=False)
+    labels = [(line.tone, line.label) for line in lines]
+    assert labels[:3] == [("plain", "search"), ("plain", "resumed"), ("good", "recommended")]
+    assert ("warning", "not confirmed") in labels and labels[-1] == ("plain", "results")
+    assert lines[2].text == cmp.chosen_summary(rec, 1_100_000_000)
+    stopped = cmp.outcome_lines(rec, 1_100_000_000, Path("runs/cpu"), stopped_because=None,
+                                reused=0, confirm=True, interrupted=True)
+    assert {line.label for line in stopped} & {"search", "resumed", "not confirmed"} == set()
+    nothing = choose([cpu_trial(2048, 652.2, None, Status.OOM)], 1_100_000_000, 0.1,
+                     Objective.THROUGHPUT)
+    bad = cmp.outcome_lines(nothing, 1_100_000_000, Path("runs/cpu"), stopped_because=None,
+                            reused=0, confirm=True, interrupted=False)
+    assert (bad[0].tone, bad[0].label, bad[0].text) == ("bad", "no recommendation", nothing.notice)
