@@ -12,8 +12,8 @@ from rich.markup import escape
 
 from vramtune import api, fmt
 from vramtune.api import DEFAULT_MAX_SPEED_DROP, BenchReport
-from vramtune.cli.common import console, err_console, print_json, signals_as_exceptions
-from vramtune.cli.tables import WIDE_HELP, bench_rich
+from vramtune.cli.common import Wide, console, err_console, json_flag, print_json, signals_as_exceptions
+from vramtune.cli.tables import bench_rich
 from vramtune.errors import UserError
 from vramtune.records import Status, TrialResult
 from vramtune.units import format_bytes
@@ -79,8 +79,8 @@ def bench_command(
                           "now is a regression.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Kill a trial after this many seconds "
                                                       "(default: the profile's).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
-    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
+    json_out: Annotated[bool, json_flag("the comparison")] = False,
+    wide: Wide = False,
 ) -> None:
     """Run repeated trials and compare them with a stored baseline, in five tiers: XLA's
     compile-time figures, instructions per env step (the CPU's counter), measured peak

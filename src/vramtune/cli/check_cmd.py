@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from vramtune import api
-from vramtune.cli.common import console, print_json
+from vramtune.cli.common import console, json_flag, print_json
 from vramtune.views.check import check_dict, check_lines
 
 
@@ -16,7 +16,7 @@ def check(
                                              "(ppo:, experiment:, algorithm:, ...).")],
     device_count: Annotated[int, typer.Option("--device-count", help="Devices the envs are "
                                                                      "split across.")] = 1,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the diagnosis as JSON.")] = False,
+    json_out: Annotated[bool, json_flag("the diagnosis")] = False,
 ) -> None:
     """Check a config against Brax PPO's batch rules. Exit 0 valid, 1 invalid, 2 unreadable."""
     diagnosis = api.check(file, devices=device_count)

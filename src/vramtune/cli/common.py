@@ -16,7 +16,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from vramtune.inputs import BUDGET_HELP, CACHE_HELP, DEVICES_HELP  # noqa: F401  (the shared flags' help)
+from vramtune.cli.tables import WIDE_HELP
+from vramtune.inputs import BUDGET_HELP, CACHE_HELP, DEVICES_HELP
 from vramtune.units import parse_size
 
 MIN_WIDTH = 40  # below this no table or line is readable: COLUMNS=0 printed nothing at all
@@ -34,6 +35,19 @@ if err_console.width < MIN_WIDTH:  # COLUMNS=0 printed nothing at all, on a pipe
     err_console = Console(stderr=True, highlight=False,
                           width=80 if err_console.is_terminal else 200)
 err_console.soft_wrap = not err_console.is_terminal
+
+# Flags several commands share, declared once (as asv's common_args): the type, the flag and
+# its help; a command gives the default. ``Json`` names what is printed.
+GpuMem = Annotated[str | None, typer.Option("--gpu-mem", help=BUDGET_HELP)]
+Devices = Annotated[int, typer.Option("--devices", help=DEVICES_HELP)]
+Cache = Annotated[bool | None, typer.Option(help=CACHE_HELP)]
+Wide = Annotated[bool, typer.Option("--wide", help=WIDE_HELP)]
+
+
+def json_flag(what: str) -> Any:
+    """``--json``, printing ``what`` as JSON instead of the text."""
+    return typer.Option("--json", help=f"Print {what} as JSON.")
+
 
 class Terminated(BaseException):
     """SIGTERM or SIGHUP, raised like Ctrl-C: the trial in flight is killed with its whole

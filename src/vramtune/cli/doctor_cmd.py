@@ -9,7 +9,7 @@ import typer
 
 from vramtune import api
 from vramtune.api import DoctorReport
-from vramtune.cli.common import print_json
+from vramtune.cli.common import json_flag, print_json
 from vramtune.units import NA, format_bytes
 
 
@@ -60,7 +60,7 @@ def doctor_text(r: DoctorReport) -> str:
 
 
 def doctor(
-    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    json_out: Annotated[bool, json_flag("the report")] = False,
     probe: Annotated[bool, typer.Option(help="Run the capped probe (a few seconds).")] = True,
 ) -> None:
     """Check jax, the CUDA plugin, devices, NVML and the memory cap with real probes."""

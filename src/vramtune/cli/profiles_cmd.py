@@ -13,12 +13,12 @@ from rich.markup import escape
 
 from vramtune import api
 from vramtune.api import BRAX_BACKENDS
-from vramtune.cli.common import console, err_console, print_json
+from vramtune.cli.common import console, err_console, json_flag, print_json
 from vramtune.views.profiles import physics
 
 
 def profiles(
-    json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
+    json_out: Annotated[bool, json_flag("the profiles")] = False,
 ) -> None:
     """List the built-in profiles: name, environment source, physics, description."""
     loaded = api.profiles()
@@ -55,8 +55,7 @@ def init_profile(
     = None,
     backend: Annotated[str | None, typer.Option(
         help=f"brax physics backend ({', '.join(BRAX_BACKENDS)}; default generalized).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the profile written as "
-                                                          "JSON.")] = False,
+    json_out: Annotated[bool, json_flag("the profile written")] = False,
 ) -> None:
     """Write a starter profile filled from the source's canonical config (Playground:
     brax_ppo_config; brax: Brax's published PPO settings; factory: a template)."""

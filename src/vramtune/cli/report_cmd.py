@@ -12,8 +12,8 @@ from rich.markup import escape
 
 from vramtune import api, paths
 from vramtune.api import Run
-from vramtune.cli.common import console, err_console
-from vramtune.cli.tables import WIDE_HELP, compare_rich, rich_table, sweep_rich
+from vramtune.cli.common import Wide, console, err_console
+from vramtune.cli.tables import compare_rich, rich_table, sweep_rich
 from vramtune.errors import UserError
 from vramtune.records import Objective
 from vramtune.units import both_units, parse_percent
@@ -61,7 +61,7 @@ def report(
     objective: Annotated[Objective | None, typer.Option(help="Override the sweep's objective.")]
     = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
+    wide: Wide = False,
 ) -> None:
     """The comparison table of any saved sweep, re-choosing with its budget and headroom."""
     format = _format(format, json_out)
@@ -115,7 +115,7 @@ def compare(
                                                 show_default=False)] = None,
     format: Annotated[TableFormat, typer.Option("--format", "-f", help="Output format.")] = TableFormat.TABLE,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
-    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
+    wide: Wide = False,
 ) -> None:
     """Two saved sweeps side by side (two GPUs, two versions): peaks, steps/s, B/A ratios.
     A parent directory of several cards' runs: the per-card quick-reference table."""

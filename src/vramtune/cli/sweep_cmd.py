@@ -28,13 +28,14 @@ from vramtune.api import (
 )
 from vramtune.cli.common import (
     Terminated,
+    Wide,
     console,
     err_console,
     print_json,
     signals_as_exceptions,
     with_options,
 )
-from vramtune.cli.tables import WIDE_HELP, rich_table, sweep_rich
+from vramtune.cli.tables import rich_table, sweep_rich
 from vramtune.errors import UserError
 from vramtune.records import Purpose, Status, TrialResult, any_gpu
 from vramtune.units import both_units, budget_label, format_bytes
@@ -239,7 +240,7 @@ def sweep(
     *,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the final JSON summary.")]
     = False,
-    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
+    wide: Wide = False,
     **options: Any,
 ) -> None:
     """Find the num_envs boundary under a memory budget from real trials, recommend."""

@@ -11,11 +11,12 @@ from rich.table import Table
 
 from vramtune import api
 from vramtune.cli.common import (
-    BUDGET_HELP,
-    CACHE_HELP,
-    DEVICES_HELP,
+    Cache,
+    Devices,
+    GpuMem,
     console,
     err_console,
+    json_flag,
     phase_printer,
     print_json,
     stopped_with_one_line,
@@ -40,12 +41,12 @@ def trial(
     num_envs: Annotated[int | None, typer.Option("--num-envs", "-n",
                                                  help="Parallel environments (default: the "
                                                       "profile's num_envs).")] = None,
-    gpu_mem: Annotated[str | None, typer.Option("--gpu-mem", help=BUDGET_HELP)] = None,
+    gpu_mem: GpuMem = None,
     timeout: Annotated[float | None, typer.Option(help="Kill the trial after this many seconds "
                                                       "(default: the profile's).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the record as JSON.")] = False,
-    cache: Annotated[bool | None, typer.Option(help=CACHE_HELP)] = None,
-    devices: Annotated[int, typer.Option("--devices", help=DEVICES_HELP)] = 1,
+    json_out: Annotated[bool, json_flag("the record")] = False,
+    cache: Cache = None,
+    devices: Devices = 1,
 ) -> None:
     """Run ONE real PPO trial in a subprocess and print its measured record."""
     request = api.trial_request(profile, num_envs, gpu_mem=gpu_mem, timeout_s=timeout,

@@ -10,10 +10,11 @@ from rich.markup import escape
 
 from vramtune import api
 from vramtune.cli.common import (
-    BUDGET_HELP,
-    CACHE_HELP,
-    DEVICES_HELP,
+    Cache,
+    Devices,
+    GpuMem,
     console,
+    json_flag,
     phase_printer,
     print_json,
     stopped_with_one_line,
@@ -26,7 +27,7 @@ from vramtune.units import format_bytes
 def verify(
     config: Annotated[Path, typer.Argument(help="A config vramtune emitted, or your own YAML "
                                                 "(any layout `check` reads).")],
-    gpu_mem: Annotated[str | None, typer.Option("--gpu-mem", help=BUDGET_HELP)] = None,
+    gpu_mem: GpuMem = None,
     profile: Annotated[str | None, typer.Option(
         help="The workload the config trains (built-in name or profile YAML); default: the "
              "profile named in a file vramtune emitted. The file's own ppo.train settings "
@@ -37,9 +38,9 @@ def verify(
                                                "sweep does.")] = "10%",
     timeout: Annotated[float | None, typer.Option(help="Time limit in seconds (default: 10x "
                                                       "the profile's trial limit).")] = None,
-    cache: Annotated[bool | None, typer.Option(help=CACHE_HELP)] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the record as JSON.")] = False,
-    devices: Annotated[int, typer.Option("--devices", help=DEVICES_HELP)] = 1,
+    cache: Cache = None,
+    json_out: Annotated[bool, json_flag("the record")] = False,
+    devices: Devices = 1,
 ) -> None:
     """Train CONFIG's settings much longer than a trial, under the same cap; exit 0 if it fit."""
     def settings(origin: str) -> None:  # which are the file's, the profile's: before minutes
