@@ -20,6 +20,7 @@ from vramtune.records import Objective, TrialResult
 from vramtune.results.settings import ExecutorKind
 from vramtune.results.store import (
     RESULTS_FILE,
+    RUNS_DIR,
     Run,
     RunHeader,
     RunLock,
@@ -43,7 +44,7 @@ from vramtune.tune.request import (
     resolve,
 )
 from vramtune.workload.pickled import save_factory
-from vramtune.workload.profile import safe_name
+from vramtune.workload.profile import Profile, safe_name
 
 if TYPE_CHECKING:
     from vramtune.measure.ray_executor import NodeReport
@@ -205,8 +206,7 @@ def prepare_by_type(request: SweepRequest) -> tuple[Path, list[PreparedSweep]]:
         types = list(dict.fromkeys(gpu_types or []))
         if not types:
             raise UserError("--gpu-types needs at least one accelerator type, e.g. A100,H100")
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        parent = o.out or Path("vramtune-runs") / f"{stamp}-{safe_name(as_profile(o.profile).name)}"
+        parent = o.out or new_run_dir(as_profile(o.profile))
         dirs = {t: parent / t for t in types}
     bad = [t for t in types if not _TYPE_NAME.fullmatch(str(t))]
     if bad:
@@ -231,6 +231,11 @@ def prepare_by_type(request: SweepRequest) -> tuple[Path, list[PreparedSweep]]:
                 p.release()
             raise
     return parent, prepared
+
+
+def new_run_dir(profile: Profile) -> Path:
+    """A new sweep's default folder: ./vramtune-runs/<date>-<time>-<profile>."""
+    return RUNS_DIR / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{safe_name(profile.name)}"
 
 
 def check_new_run(directory: Path) -> None:
@@ -259,8 +264,7 @@ def _prepared(out: Path | None, config: SweepConfig, previous: Run | None,
             warnings.append(f"{skipped} trial(s) in {run_dir} were measured with other "
                             f"versions, profile or device and are not reused")
     else:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = out or Path("vramtune-runs") / f"{stamp}-{safe_name(config.profile.name)}"
+        run_dir = out or new_run_dir(config.profile)
         run_dir = Path(os.path.normpath(run_dir))  # as create_run makes it: 'next:' must work
         lock = create_run(run_dir, header)
         try:
