@@ -20,8 +20,6 @@ from vramtune.tune.gate import DEFAULT_MAX_SPEED_DROP, BenchReport
 from vramtune.units import format_bytes
 from vramtune.views.gate_table import bench_markdown
 
-parse_num_envs_list = api.parse_num_envs_list
-
 
 def _progress_line(i: int, total: int, repeat: int, repeats: int, r: TrialResult) -> str:
     if r.status is Status.OK:

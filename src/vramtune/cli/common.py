@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from vramtune.units import SIZE_HELP, parse_size
+from vramtune.units import SIZE_HELP
 
 MIN_WIDTH = 40  # below this no table or line is readable: COLUMNS=0 printed nothing at all
 console = Console(highlight=False)  # a terminal's width; COLUMNS, when set, wins
@@ -85,10 +85,6 @@ def phase_printer(json_out: bool) -> Callable[[Any], None]:
         if not json_out and isinstance(event, TrialPhase):
             err_console.print(f"[dim]  {escape(event.phase)}…[/dim]")
     return show
-
-
-def budget(text: str | None) -> int | None:
-    return None if text is None else parse_size(text, what="--gpu-mem")
 
 
 def print_json(data: Any) -> None:

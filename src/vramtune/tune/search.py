@@ -421,9 +421,9 @@ def _resolvable_pick(model: mm.Model | pool.PoolModel, space: Space, open_: list
     of memory, the bracket is no wider than the step the stop rule holds it to
     (``_jitter_stop_step``, the same step) and the search ends; short of room, it ends
     unless the refit narrows the step; if it fits, lo moves as far as one trial can move it
-    (notch by notch, 896, 960, 1024 at 1.3 GB cost a trial each; the replay,
-    ``benchmarks/replay_sweep.py``: 3.60 -> 3.49 search trials). Returns the size to take
-    instead of the model's pick, or None to keep it."""
+    (notch by notch, 896, 960, 1024 at 1.3 GB would cost a trial each; fewer search trials
+    on ``benchmarks/replay_sweep.py``'s replay). Returns the size to take instead of the
+    model's pick, or None to keep it."""
     step = _jitter_stop_step(model, space, lo)
     if step is None or pick - lo >= step[1]:
         return None
