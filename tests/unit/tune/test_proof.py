@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from benchmarks.replay import Curve, outcome
 
 from vramtune.measure.wire import confirm_epoch_steps
 from vramtune.records import Purpose, Status, TrialResult
@@ -20,7 +21,6 @@ from vramtune.tune.recommend import (
     over_failed_proof,
     short_of_room,
 )
-from vramtune.tune.replay import Curve, outcome
 from vramtune.tune.sweep import (
     STEP_DOWN,
     SweepConfig,
