@@ -101,11 +101,12 @@ class Space:
     limit_bytes: float  # budget x (1 - headroom): a peak above it fails
     start: int | None = None  # snapped up to a candidate; default the smallest candidate
     cap_bytes: float | None = None  # where a trial runs out of memory (>= limit); default limit
-    refine: int | None = None  # trials allowed beyond the bootstrap sizes; None: until bracketed
+    refine: int | None = None  # trials allowed beyond the bootstrap sizes (without the model:
+    #                            after the first failure); None: until bracketed
     shape_of: Callable[[int], tuple[int, int, int] | None] | None = None  # the policy's batch
     aim: float = 0.5  # one worker, a failure measured: the largest size with P(fits) >= aim
     aim_open: float = 0.8  # one worker, the first jump (two sizes, no failure): cautious
-    use_model: bool = True  # False: doubling + k-ary bisection only (the control)
+    use_model: bool = True  # False: doubling + k-ary bisection only (--search bisect)
     fit_octaves: float | None = None  # fit only sizes >= largest fit / 2**octaves; None: all
     spread: int = 4  # the bootstrap ladder's factor for k <= spread_up_to workers (else 2)
     spread_up_to: int = 2
@@ -385,13 +386,22 @@ def _bracket_done(trials: Sequence[Trial], b: _Bracket) -> Proposal | None:
 def _trials_left(trials: Sequence[Trial], space: Space, b: _Bracket, k: int) -> int:
     """Trials the refine budget still allows. It counts search trials, once per size, below
     the lowest failed proof run (one that failed its confirmation opens a new interval under
-    it, with the budget afresh), past the bootstrap sizes."""
-    if space.refine is None:
+    it, with the budget afresh), past the bootstrap sizes. Without the model the doubling
+    ladder runs until the first failure whatever the budget, and the budget counts the
+    trials that bisect its bracket: those off the ladder above its largest size that fits
+    (``--refine`` for bisection: trials after the first failure)."""
+    if space.refine is None or (not space.use_model and b.hi is None):
         return len(b.open_)
+    assert b.lo is not None
     free = set(bootstrap_sizes(space, k))
+    floor = 0
+    if not space.use_model:
+        ladder = doubling_ladder(b.grid, b.grid[0])
+        free.update(ladder)
+        floor = max((n for n in ladder if n <= b.lo), default=0)
     proof_fail = min((t.num_envs for t in trials if t.proof), default=None)
     spent = len({t.num_envs for t in trials if not t.proof and t.num_envs not in free
-                 and (proof_fail is None or t.num_envs < proof_fail)})
+                 and floor < t.num_envs and (proof_fail is None or t.num_envs < proof_fail)})
     return space.refine - spent
 
 
@@ -531,12 +541,12 @@ def _fallback(space: Space, b: _Bracket, fit: _Fit, k: int) -> Proposal:
     model did not aim."""
     assert b.lo is not None
     lo, hi, walk, crawl, missed = b.lo, b.hi, fit.walk, fit.crawl, fit.missed
-    why = ""
+    why = ""  # without the model (use_model False) there is none to speak of
     if missed:
         why = f" (model missed: {missed[0]})"
     elif fit.vague or fit.model is not None and walk < WALK:
         why = " (the model cannot place the edge from the sizes measured yet)"
-    elif walk >= WALK or crawl >= CRAWL:
+    elif space.use_model and (walk >= WALK or crawl >= CRAWL):
         why = (f" ({max(walk, crawl)} sizes fitted near the top with nothing failed: not "
                f"trusting the model)")
     if hi is None:

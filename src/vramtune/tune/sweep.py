@@ -57,7 +57,6 @@ from vramtune.tune.planner import (
     doubling_sizes,
     past_labels,
     plan_round,
-    refinement_size,
     search_space,
     uses_pool,
 )
@@ -723,15 +722,15 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
     if down.left <= 0:
         return []
     taken = {r.num_envs for r in results}
+    open_ = [n for n in candidates(space) if down.base < n < down.hi and n not in taken]
     if space.method is SearchMethod.PREDICTIVE:
-        open_ = [n for n in candidates(space) if down.base < n < down.hi and n not in taken]
         if eager or not open_:
             size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
         else:  # one failed proof: the long run's edge is about one run's jitter below it
             size = search.step_down_pick(trials, sspace, open_, down.base, down.hi,
                                          ruled_out(results, limit).get(down.hi))
     else:
-        size = refinement_size(down.base, down.hi, space, taken)
+        size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
     if size is None:
         return []
     return [Step(StepKind.REFINING, size, f"refining between {down.base} and {down.hi}: "
@@ -795,7 +794,7 @@ def search_inputs(results: Sequence[TrialResult], space: SearchSpace) -> list[Tr
     proven instead: at 1.2 GB the predictive search had jumped 128 -> 512, 576 and 512 failed
     their confirmations, and 128 was recommended while the user's own run of 512 survived
     (benchmarks/README.md, fidelity, second round). Proof failures go last: a size's last
-    record is what ``planner.plan`` reads."""
+    record is what ``planner.plan_round`` reads."""
     searched = [r for r in results if r.purpose is Purpose.SEARCH]
     failed_proofs = [r for r in results if r.purpose in (Purpose.REPEAT, Purpose.CONFIRM)
                      and past_boundary(r, space.limit_bytes)]
