@@ -153,9 +153,9 @@ def _failure_words(result: TrialResult, limit_bytes: int | None,
             Status.CRASH: "crashed"}.get(result.status, str(result.status))
 
 
-# ------------------------------------------------------------------------- predictive search
+# ------------------------------------------------------------- the search's view of the sweep
 
-ROUND_GRID_BITS = 4  # 1024, 1152, 1280, ...: the resolution bisection reaches with --refine 3
+ROUND_GRID_BITS = 4  # the model's grid: 1024, 1152, 1280, ... (steps of 1/16 to 1/8)
 # Bisection's grid (steps of 1/64 to 1/32): the sizes it picks within --refine 3 of a doubling
 # bracket from a start that is not round; a finer step is well inside one run's jitter on
 # quick (60-150 envs, ``search.RESOLVE_SD``)

@@ -5,9 +5,11 @@ sweep replays it: the same trials, in any order, give the same proposal. ``tune.
 turns sweep records into ``Trial``s and proposals into ``Step``s.
 
 The search runs on ``candidates``: the valid sizes the sweep may pick, thinned to round ones
-(``round_grid``: at most 4 significant bits, ..., 1024, 1152, 1280, ..., the resolution
-the bisect search reaches with ``--refine 3``). The boundary is found when the largest size
-that fits and the smallest that fails are adjacent candidates.
+(``round_grid``: with the model at most 4 significant bits, ..., 1024, 1152, 1280, ...;
+``planner.candidates``). The boundary is found when the largest size that fits and the
+smallest that fails are adjacent candidates. Without the model (``use_model`` False:
+``--search bisect``) it doubles, then bisects (the roundest candidate in the middle half),
+steps 1 and 3 below without the model's parts.
 
 1. Bootstrap: the start and 4 x start (a longer lever for the first extrapolation than a
    doubling) for one or two workers; k > 2 workers: the first k sizes of the doubling ladder
