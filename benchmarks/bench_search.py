@@ -11,7 +11,7 @@
    RLIMIT_DATA counts); their curve (linear between measured sizes) gives the largest round
    size under each cap. Optionally (--verify-truth) the truth and the next round size are run
    under the cap to check it.
-4. Replays on that recorded curve (pure, tune/replay.py): rounds and trials for k = 1, 2, 4, 8
+4. Replays on that recorded curve (pure, benchmarks/replay.py): rounds and trials for k = 1, 2, 4, 8
    over more budgets than were run for real, with the slope prior the real sweeps' compile-only
    probes reported (their footprint.json) and without it.
 
@@ -43,6 +43,7 @@ from datetime import datetime
 from pathlib import Path
 
 from _common import banner
+from replay import Curve, replay
 
 from vramtune.measure.footprint import read_footprint
 from vramtune.records import Purpose, Status, TrialResult
@@ -50,7 +51,6 @@ from vramtune.tune.model import SlopePrior
 from vramtune.tune.planner import SearchMethod, SearchSpace, candidates
 from vramtune.tune.prior import FOOTPRINT_FILE, slope_prior
 from vramtune.tune.recommend import ruled_out
-from vramtune.tune.replay import Curve, replay
 from vramtune.units import parse_size
 from vramtune.workload.profile import load_profile
 

@@ -3,7 +3,7 @@
 recorded boundary, with and without the compile-time prior. Pure: nothing runs.
 
 A size the recording measured answers with its recorded search trial (status, live peak,
-pool); another (``tune.replay.Recorded``) out of memory at or above the smallest size
+pool); another (``replay.Recorded``) out of memory at or above the smallest size
 recorded out of memory, else with the pool of the next recorded size up (the pool moves in
 whole allocator regions, so between two recorded sizes it stands at the larger one's level or
 below: the pessimistic reading) and the live peak interpolated linearly. The search plans
@@ -28,13 +28,14 @@ import argparse
 import math
 from pathlib import Path
 
+from replay import Recorded, replay_answers
+
 from vramtune.measure.footprint import read_footprint
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import RunHeader, load_run
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.planner import SearchMethod, SearchSpace, keeps_base_unrolls, plan_round
 from vramtune.tune.prior import slope_prior
-from vramtune.tune.replay import Recorded, replay_answers
 from vramtune.units import headroom_limit_bytes
 from vramtune.workload.profile import profile_from_dict
 

@@ -16,7 +16,7 @@ from tests.conftest import run_cli
 from vramtune.machine import has_cuda_jax, mem_fraction_var
 from vramtune.measure.cap import plan_cap
 from vramtune.measure.nvml import Nvml
-from vramtune.measure.overhead import measure_device, measure_overhead_bytes
+from vramtune.measure.overhead import measure_device
 from vramtune.measure.trial import TrialRequest, run_trial
 from vramtune.records import Status
 from vramtune.workload.profile import load_profile
@@ -59,7 +59,7 @@ def test_uncapped_trial_reports_every_view_and_proves_its_limit():
 
 
 def test_budget_caps_the_pool_and_a_real_gpu_oom_is_classified():
-    overhead = measure_overhead_bytes(_NVML)
+    overhead = measure_device(_NVML).overhead_bytes
     ok = run_trial(TrialRequest(load_profile("quick"), 256, budget_bytes=2 * 10**9), nvml=_NVML,
                    overhead_bytes=overhead)
     assert ok.status is Status.OK, ok.error_message
@@ -86,7 +86,7 @@ def test_compile_cache_is_keyed_by_the_pool_limit(tmp_path):
     for budget in (2 * 10**9, 3 * 10**9):
         r = run_trial(TrialRequest(load_profile("quick"), 256, budget_bytes=budget,
                                    compile_cache_dir=str(tmp_path)), nvml=_NVML,
-                      overhead_bytes=measure_overhead_bytes(_NVML))
+                      overhead_bytes=measure_device(_NVML).overhead_bytes)
         assert r.status is Status.OK
     assert len([p for p in tmp_path.iterdir() if p.name.startswith("gpu-pool-")]) == 2
 

@@ -18,7 +18,6 @@ from rich.markup import escape
 
 from vramtune.cli.tables import WIDE_HELP
 from vramtune.inputs import BUDGET_HELP, CACHE_HELP, DEVICES_HELP
-from vramtune.units import parse_size
 
 MIN_WIDTH = 40  # below this no table or line is readable: COLUMNS=0 printed nothing at all
 console = Console(highlight=False)  # a terminal's width; COLUMNS, when set, wins
@@ -115,10 +114,6 @@ def with_options(flags: Mapping[str, Any]) -> Callable[[Callable[..., Any]], Cal
         command.__annotations__ = {p.name: p.annotation for p in params}
         return command
     return decorate
-
-
-def budget(text: str | None) -> int | None:
-    return None if text is None else parse_size(text, what="--gpu-mem")
 
 
 def print_json(data: Any) -> None:

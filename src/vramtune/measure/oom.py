@@ -20,7 +20,6 @@ and JAX went on on CPU). See ``cap_not_applied``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -107,10 +106,6 @@ DIAGNOSED_DEATH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("python_fatal", r"Fatal Python error: (?!Segmentation fault|Aborted)"),
     ))
 
-_BFC_LIMIT = re.compile(r"XLA backend (?:will use up to|allocating) (\d+) bytes on device (\d+) "
-                        r"for (BFCAllocator|CudaAsyncAllocator)")
-
-
 @dataclass(frozen=True)
 class Verdict:
     oom: bool
@@ -171,12 +166,3 @@ def diagnosed_death(text: str) -> list[tuple[str, str]]:
     return _hits(text, DIAGNOSED_DEATH_PATTERNS)
 
 
-def bfc_limits(text: str) -> dict[int, int]:
-    """device ordinal -> pool limit in bytes, from XLA's INFO line (when logging shows it)."""
-    return {int(dev): int(n) for n, dev, _ in _BFC_LIMIT.findall(text)}
-
-
-def worst(verdicts: Iterable[Verdict]) -> Verdict:
-    order = {"strong": 2, "weak": 1, "none": 0}
-    return max(verdicts, key=lambda v: order[v.strength],
-               default=Verdict(False, "none", None, None))

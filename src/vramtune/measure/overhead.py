@@ -79,11 +79,6 @@ def remember(cache: Path, known: dict) -> bool:
     return True
 
 
-def measure_overhead_bytes(nvml: Nvml, timeout_s: float = 120.0) -> int | None:
-    """NVML per-process memory of a trivial JAX process (preallocation off), or None."""
-    return measure_device(nvml, timeout_s).overhead_bytes
-
-
 def device_cap(limit_bytes: int | None, nvml: Nvml | None, devices: int = 1
                ) -> tuple[Cap, DeviceFacts]:
     """The cap a trial runs under on this machine, and the device facts it was planned from:

@@ -1,26 +1,28 @@
 """The pure search planner: results so far -> the next num_envs to run, or done and why.
 
-Two searches, both pure (tested on recorded sequences; ``--resume`` replays them: the same
-results, in any order, give the same next sizes):
+Sweep records in, ``Step``s out; ``tune.search.propose`` decides, on the search's view of the
+records (``as_trial``, ``search_space``). Two methods, both pure (tested on recorded
+sequences; ``--resume`` replays them: the same results, in any order, give the same next
+sizes):
 
-* ``bisect`` (``plan``): doubling from the start size over the sizes Brax's rules allow, until
-  the first failure (out of memory, a peak over budget minus headroom, a timeout or a crash) or
-  the maximum; then bisection between the last size that fit and the first that failed, on
-  the valid grid, for up to ``refine`` more trials.
-* ``predictive`` (the default, ``tune.search``): two sizes, then a jump to the size a memory
-  model fitted to the measured peaks predicts fits, then the proof of the edge; bisection when
-  the model misses. It proposes up to k sizes per round for k trials at once.
+* ``predictive`` (the default): two sizes, then a jump to the size a memory model fitted to
+  the measured peaks predicts fits, then the proof of the edge; bisection when the model
+  misses.
+* ``bisect`` (and any sweep without a budget: nothing to predict against): doubling from the
+  start size until the first failure (out of memory, a peak over budget minus headroom, a
+  timeout or a crash) or the maximum; then bisection between the last size that fit and the
+  first that failed, on round valid sizes, for up to ``refine`` more trials.
 
-``plan_round`` is the entry point: a list of steps for the next round.
+Both propose up to k sizes per round for k trials at once. ``plan_round`` is the entry
+point: a list of steps for the next round.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
-from itertools import islice
 
 from vramtune.records import STOPPERS, Purpose, Status, TrialResult
 from vramtune.results.settings import SearchMethod
@@ -107,140 +109,6 @@ def doubling_sizes(space: SearchSpace) -> list[int]:
     return sizes
 
 
-def plan(results: Sequence[TrialResult], space: SearchSpace,
-         over: Mapping[int, int] | None = None) -> Step:
-    """The bisect search's next step; ``over`` as ``plan_round``'s."""
-    by_size = {r.num_envs: r for r in results}
-    if over is None:
-        over = ruled_out(results, space.limit_bytes)
-
-    def past(r: TrialResult) -> bool:
-        return past_boundary(r, space.limit_bytes) or r.num_envs in over
-
-    if space.start > space.max_envs:
-        return Step(StepKind.DONE, None, f"start {space.start} is above the maximum {space.max_envs}")
-    ladder = doubling_sizes(space)
-    if not ladder:
-        return Step(StepKind.DONE, None, f"no num_envs between {space.start} and {space.max_envs} "
-                                      f"satisfies Brax's batch rules for this profile")
-    # StepKind 1: walk the doubling ladder until a failure.
-    first_fail: int | None = None
-    last_fit: int | None = None
-    for size in ladder:
-        result = by_size.get(size)
-        if result is None:
-            return Step(StepKind.DOUBLING, size, f"doubling: {size} envs")
-        if result.status in (Status.ERROR, Status.INVALID):
-            return Step(StepKind.DONE, None, f"stopped: num_envs={size} ended in {result.status} "
-                                          f"({_last_line(result.error_message)}); that is not a "
-                                          f"memory limit, fix the workload first")
-        if past(result):
-            first_fail = size
-            break
-        last_fit = size
-    if first_fail is None:
-        return Step(StepKind.DONE, None, f"no failure up to the maximum {ladder[-1]} envs: the "
-                                      f"memory limit lies above it (raise --max-envs to look)")
-    if last_fit is None:
-        why = _failure_words(by_size[first_fail], space.limit_bytes, over)
-        return Step(StepKind.DONE, None, does_not_fit_words(results, first_fail, why))
-    # StepKind 2: bisect between the last fit and the first failure, refine trials at most.
-    refined = [r for r in results if last_fit < r.num_envs < first_fail]
-    # hi first: a size that fitted its search trial and then failed its proof run is a
-    # failure, and the largest fit is taken below it
-    hi = min([first_fail, *(r.num_envs for r in refined if past(r))])
-    lo = max([last_fit, *(r.num_envs for r in refined if r.status is Status.OK
-                          and r.num_envs < hi and not past(r))])
-    # The budget counts search trials below the lowest failed proof run: one that failed
-    # its confirmation opens a new interval below it, with the budget afresh.
-    proof_fail = min((r.num_envs for r in results if r.purpose is not Purpose.SEARCH),
-                     default=None)
-    spent = [r for r in refined if r.purpose is Purpose.SEARCH
-             and (proof_fail is None or r.num_envs < proof_fail)]
-    if space.refine is not None and len(spent) >= space.refine:
-        why = past_labels(results, over, space.limit_bytes).get(hi, "fails")
-        return Step(StepKind.DONE, None, f"boundary between {lo} (fits) and {hi} ({why}) after "
-                                      f"{len(refined)} refinement trial(s)")
-    size = refinement_size(lo, hi, space, by_size)
-    if size is None:
-        past = search.past_clause(hi, past_labels(results, over, space.limit_bytes).get(hi, "fails"))
-        return Step(StepKind.DONE, None, f"boundary found: {lo} fits, {past}, and no valid size "
-                                      f"lies between")
-    return Step(StepKind.REFINING, size, f"refining between {lo} and {hi}: {size} envs")
-
-
-_LISTED = 1 << 16  # candidates listed one by one; a wider valid set is searched roundest-first
-
-
-def refinement_size(lo: int, hi: int, space: SearchSpace, taken: Iterable[int]) -> int | None:
-    """The roundest valid size in the middle half (1536 between 1024 and 2048, then 1280,
-    1152; 3072 between 2000 and 4000), nearest the midpoint among equals. Odd sizes would make
-    Brax's rule round num_minibatches or batch_size up to a multiple of num_envs/gcd,
-    multiplying the rollout buffer: the boundary would then measure the batch, not num_envs.
-    """
-    taken = set(taken)
-    midpoint = (lo + hi) / 2
-    quarter = (hi - lo) / 4
-    candidates = list(islice((n for n in space.valid_between(lo + 1, hi - 1) if n not in taken),
-                             _LISTED + 1))
-    if len(candidates) <= _LISTED:
-        if not candidates:
-            return None
-        middle = [n for n in candidates if lo + quarter <= n <= hi - quarter] or candidates
-        return min(middle, key=lambda n: (-search.roundness(n), abs(n - midpoint)))
-    # Too many valid sizes to list: the same choice, found from the roundest sizes down
-    # (odd multiples of 2**t, nearest the midpoint first), so the first valid one is it;
-    # if that probe runs out of budget, the valid sizes are streamed (never stored).
-    def key(n: int) -> tuple[int, float]:
-        return (-search.roundness(n), abs(n - midpoint))
-
-    for a, b in ((math.ceil(lo + quarter), math.floor(hi - quarter)), (lo + 1, hi - 1)):
-        found, complete = _roundest_first(a, b, midpoint, space, taken)
-        if found is not None:
-            return found
-        if not complete:
-            stream = islice((n for n in space.valid_between(a, b) if n not in taken), _STREAMED)
-            best = min(stream, key=key, default=None)
-            if best is not None:
-                return best
-    return None
-
-
-_STREAMED = 1 << 22
-
-
-def _roundest_first(a: int, b: int, midpoint: float, space: SearchSpace,
-                    taken: set[int]) -> tuple[int | None, bool]:
-    """(the roundest valid size in [a, b] nearest the midpoint, whether the search was
-    complete): at most _LISTED sizes are tried."""
-    budget = 4 * _LISTED  # sizes looked at, tried or skipped
-    for t in range(max(b, 1).bit_length(), -1, -1):
-        step = 1 << t
-        for k in _outward(-(-a // step), b // step, midpoint / step):
-            budget -= 1
-            if budget < 0:
-                return None, False
-            if k % 2 == 0:
-                continue  # a multiple of 2**(t + 1): tried one level up
-            n = k * step
-            if n not in taken and space.is_valid(n):
-                return n, True
-    return None, True
-
-
-def _outward(first: int, last: int, target: float) -> Iterable[int]:
-    """The integers in [first, last], nearest ``target`` first (the smaller on a tie)."""
-    down = min(math.floor(target), last)
-    up = max(down + 1, first)
-    while down >= first or up <= last:
-        if down >= first and (up > last or target - down <= up - target):
-            yield down
-            down -= 1
-        else:
-            yield up
-            up += 1
-
-
 def _last_line(text: str | None) -> str:
     """The line that says why: an error message ends with the exception, after its context."""
     lines = (text or "").strip().splitlines()
@@ -281,16 +149,35 @@ def _failure_words(result: TrialResult, limit_bytes: int | None,
             Status.CRASH: "crashed"}.get(result.status, str(result.status))
 
 
-# ------------------------------------------------------------------------- predictive search
+# ------------------------------------------------------------- the search's view of the sweep
 
-ROUND_GRID_BITS = 4  # 1024, 1152, 1280, ...: the resolution bisection reaches with --refine 3
+ROUND_GRID_BITS = 4  # the model's grid: 1024, 1152, 1280, ... (steps of 1/16 to 1/8)
+# Bisection's grid (steps of 1/64 to 1/32): the sizes it picks within --refine 3 of a doubling
+# bracket from a start that is not round; a finer step is well inside one run's jitter on
+# quick (60-150 envs, ``search.RESOLVE_SD``)
+BISECT_GRID_BITS = 6
 _PHASES = {"bootstrap": StepKind.DOUBLING, "double": StepKind.DOUBLING, "bisect": StepKind.REFINING,
            "predict": StepKind.PREDICTING, "edge": StepKind.PREDICTING}
 
 
+def aims_with_model(space: SearchSpace) -> bool:
+    """The predictive search with a budget to predict against: a memory model aims it. Else
+    (``bisect``, or no budget) it doubles, then bisects."""
+    return space.method is SearchMethod.PREDICTIVE and space.limit_bytes is not None
+
+
 def candidates(space: SearchSpace) -> list[int]:
-    """The predictive search's grid: round valid sizes between start and max_envs (the
-    narrower ``candidate`` grid when it holds at least two sizes)."""
+    """The sizes the search may propose: round valid sizes between start and max_envs.
+
+    With the model, at most ROUND_GRID_BITS significant bits, on the narrower ``candidate``
+    grid when it holds at least two sizes. Without it, at most BISECT_GRID_BITS, and the
+    doubling ladder, so that bisection doubles from a start that is not round and takes
+    the roundest valid size in the middle of the bracket, as fine as its ``--refine``
+    trials reach from there."""
+    if not aims_with_model(space):
+        grid = search.round_grid(space.is_valid, space.start, space.max_envs, BISECT_GRID_BITS)
+        return sorted(set(grid).union(doubling_sizes(space)))
+
     def wanted(n: int) -> bool:
         return space.is_valid(n) and (space.candidate is None or space.candidate(n))
 
@@ -380,7 +267,7 @@ def as_trial(result: TrialResult, limit_bytes: int | None, pool: bool = False, *
 def search_space(results: Sequence[TrialResult], space: SearchSpace,
                  grid: Sequence[int] | None = None) -> search.Space:
     """The pure search's view of the space, given the trials so far."""
-    use_model = space.method is SearchMethod.PREDICTIVE and space.limit_bytes is not None
+    use_model = aims_with_model(space)
     limit = (float(model_limit_bytes(results, space.limit_bytes))
              if space.limit_bytes is not None else math.inf)
     # Peaks that jitter run to run (a CPU's data segment) are refined to one run's
@@ -389,6 +276,8 @@ def search_space(results: Sequence[TrialResult], space: SearchSpace,
     return search.Space(tuple(grid if grid is not None else candidates(space)), limit,
                         space.start, refine=space.refine, shape_of=space.shape_of,
                         use_model=use_model, prior=space.prior,
+                        # without a model nothing needs a longer lever: start, 2x, 4x, ...
+                        spread=4 if use_model else 2,
                         # a pool model needs a limit to have levels under (no budget: none)
                         region_bytes=(POOL_REGION_BYTES if use_model and uses_pool(results)
                                       else None),
@@ -399,21 +288,23 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1,
                over: Mapping[int, int] | None = None) -> list[Step]:
     """The next round: up to ``k`` sizes to run at once, or one DONE step that says why.
 
-    ``bisect`` with one worker is ``plan``, unchanged; with k workers, doubling then k-ary
-    bisection (no model). ``predictive`` without a budget has nothing to predict against and
-    searches as ``bisect`` does: the throughput curve an uncapped sweep is for. ``over``: the
-    sizes ruled out (``recommend.ruled_out``) when ``results`` is not every record (a size
-    proven by a run not among them is not short of room); default from ``results``.
+    ``bisect``: doubling then k-ary bisection, no model (``aims_with_model``). ``predictive``
+    without a budget has nothing to predict against and searches as ``bisect`` does: the
+    throughput curve an uncapped sweep is for. ``over``: the sizes ruled out
+    (``recommend.ruled_out``) when ``results`` is not every record (a size proven by a run
+    not among them is not short of room); default from ``results``.
     """
     k = max(1, int(k))
-    use_model = space.method is SearchMethod.PREDICTIVE and space.limit_bytes is not None
-    if k == 1 and not use_model:
-        return [plan(results, space, over)]
+    if space.start > space.max_envs:
+        return [Step(StepKind.DONE, None, f"start {space.start} is above the maximum "
+                                       f"{space.max_envs}")]
     grid = candidates(space)
     if not grid:
         return [Step(StepKind.DONE, None, f"no num_envs between {space.start} and {space.max_envs} "
                                        f"satisfies Brax's batch rules for this profile")]
     sp = search_space(results, space, grid)
+    if not sp.use_model:  # bisection runs its --refine trials (proof rooms still use the sd)
+        sp = replace(sp, resolve_sd=None)
     pool = uses_pool(results)
     if over is None:
         over = ruled_out(results, space.limit_bytes)
@@ -421,7 +312,7 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1,
     trials = [as_trial(r, space.limit_bytes, pool, ruled_out=r.num_envs in over,
                        past_why=why.get(r.num_envs)) for r in results]
     stopper = next((r for r in results if r.status in STOPPERS), None)
-    if stopper is not None:  # the message says why, as plan() does
+    if stopper is not None:  # the error's own last line says why
         return [Step(StepKind.DONE, None, f"stopped: num_envs={stopper.num_envs} ended in "
                                        f"{stopper.status} ({_last_line(stopper.error_message)}); "
                                        f"that is not a memory limit, fix the workload first")]

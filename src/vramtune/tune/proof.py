@@ -25,7 +25,6 @@ from vramtune.tune.planner import (
     StepKind,
     as_trial,
     candidates,
-    refinement_size,
     search_space,
     uses_pool,
 )
@@ -267,15 +266,15 @@ def step_down_steps(config: SweepConfig, results: Sequence[TrialResult],
     if down.left <= 0:
         return []
     taken = {r.num_envs for r in results}
+    open_ = [n for n in candidates(space) if down.base < n < down.hi and n not in taken]
     if space.method is SearchMethod.PREDICTIVE:
-        open_ = [n for n in candidates(space) if down.base < n < down.hi and n not in taken]
         if eager or not open_:
             size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
         else:  # one failed proof: the long run's edge is about one run's jitter below it
             size = search.step_down_pick(trials, sspace, open_, down.base, down.hi,
                                          ruled_out(results, limit).get(down.hi))
     else:
-        size = refinement_size(down.base, down.hi, space, taken)
+        size = search.bisect_pick(open_, down.base, down.hi) if open_ else None
     if size is None:
         return []
     return [Step(StepKind.REFINING, size, f"refining between {down.base} and {down.hi}: "

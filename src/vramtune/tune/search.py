@@ -5,9 +5,11 @@ sweep replays it: the same trials, in any order, give the same proposal. ``tune.
 turns sweep records into ``Trial``s and proposals into ``Step``s.
 
 The search runs on ``candidates``: the valid sizes the sweep may pick, thinned to round ones
-(``round_grid``: at most 4 significant bits, ..., 1024, 1152, 1280, ..., the resolution
-the bisect search reaches with ``--refine 3``). The boundary is found when the largest size
-that fits and the smallest that fails are adjacent candidates.
+(``round_grid``: with the model at most 4 significant bits, ..., 1024, 1152, 1280, ...;
+``planner.candidates``). The boundary is found when the largest size that fits and the
+smallest that fails are adjacent candidates. Without the model (``use_model`` False:
+``--search bisect``) it doubles, then bisects (the roundest candidate in the middle half),
+steps 1 and 3 below without the model's parts.
 
 1. Bootstrap: the start and 4 x start (a longer lever for the first extrapolation than a
    doubling) for one or two workers; k > 2 workers: the first k sizes of the doubling ladder
@@ -101,11 +103,12 @@ class Space:
     limit_bytes: float  # budget x (1 - headroom): a peak above it fails
     start: int | None = None  # snapped up to a candidate; default the smallest candidate
     cap_bytes: float | None = None  # where a trial runs out of memory (>= limit); default limit
-    refine: int | None = None  # trials allowed beyond the bootstrap sizes; None: until bracketed
+    refine: int | None = None  # trials allowed beyond the bootstrap sizes (without the model:
+    #                            after the first failure); None: until bracketed
     shape_of: Callable[[int], tuple[int, int, int] | None] | None = None  # the policy's batch
     aim: float = 0.5  # one worker, a failure measured: the largest size with P(fits) >= aim
     aim_open: float = 0.8  # one worker, the first jump (two sizes, no failure): cautious
-    use_model: bool = True  # False: doubling + k-ary bisection only (the control)
+    use_model: bool = True  # False: doubling + k-ary bisection only (--search bisect)
     fit_octaves: float | None = None  # fit only sizes >= largest fit / 2**octaves; None: all
     spread: int = 4  # the bootstrap ladder's factor for k <= spread_up_to workers (else 2)
     spread_up_to: int = 2
@@ -255,162 +258,313 @@ def _done(reason: str, lo, hi, model=None, missed=()) -> Proposal:
 
 
 def propose(trials: Sequence[Trial], space: Space, k: int = 1) -> Proposal:
-    """The next size(s) to measure (up to k, all unmeasured candidates), or done and why."""
+    """The next size(s) to measure (up to k, all unmeasured candidates), or done and why.
+
+    In phases, each a function below: the grid from the start (``_start_grid``), the first
+    round (``_bootstrap``), where the trials put the edge (``_bracket``, ``_bracket_done``),
+    the refine budget (``_trials_left``), a proof run's failure (``_proof_bisection``), the
+    model and how far it is trusted (``_fit``); then the first of: a stop within one run's
+    jitter (``_jitter_stop``), the model's pick (``_model_proposal``), doubling or bisection
+    (``_fallback``)."""
     k = max(1, int(k))
+    grid = _start_grid(space)
+    if isinstance(grid, Proposal):
+        return grid
+    stopper = next((t for t in trials if t.status in STOPPERS), None)
+    if stopper is not None:
+        return _done(f"stopped: {stopper.num_envs} envs ended in {stopper.status}; that is not "
+                     f"a memory limit, fix the workload first", None, None)
+    if not trials:
+        return _bootstrap(space, grid, k)
+    b = _bracket(trials, space, grid)
+    ended = _bracket_done(trials, b)
+    if ended is not None:
+        return ended
+    left = _trials_left(trials, space, b, k)
+    if left <= 0:
+        return _done(f"refine budget spent: boundary between {b.lo} (fits) and "
+                     f"{b.hi if b.hi is not None else '?'} ({past_label(trials, b.hi)})",
+                     b.lo, b.hi)
+    k = min(k, left, len(b.open_))
+    if b.hi is not None and _only_proof_failed(trials, b.hi, space.limit_bytes):
+        return _proof_bisection(b, k)
+    fit = _fit(trials, space, b)
+    return (_jitter_stop(trials, space, b, fit)
+            or _model_proposal(trials, space, b, fit, k)
+            or _fallback(space, b, fit, k))
+
+
+@dataclass(frozen=True)
+class _Bracket:
+    """Where the measured trials put the edge. ``hi``: the smallest size past the boundary
+    (None: nothing failed); ``lo``: the largest measured size below it that is not; ``open_``:
+    the candidates strictly between them not measured yet, ascending (never empty once
+    ``_bracket_done`` let the search go on)."""
+    grid: list[int]  # the candidates from the start up, ascending
+    measured: set[int]
+    failing: list[int]  # every size past the boundary, ascending
+    fitting: list[int]  # the measured sizes below hi not past it, ascending
+    lo: int | None
+    hi: int | None
+    open_: list[int]
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """The model the search aims with and how far it is trusted. ``aim``: the space it aims
+    in (the limit lowered to the room the search keeps, or to the top pool level);
+    ``missed``: where it missed (emptied once its line was raised to an out-of-memory size,
+    ``shifted`` saying so); ``walk``: consecutive candidates up to lo that fitted;
+    ``crawl``: fits in lo's octave while nothing failed; ``vague``: it cannot tell growth
+    from jitter."""
+    aim: Space
+    model: mm.Model | pool.PoolModel | None
+    missed: tuple[mm.Miss, ...]
+    shifted: str
+    walk: int
+    crawl: int
+    vague: bool
+
+    @property
+    def trusted(self) -> bool:
+        """The least-squares model as it stands: no miss, no line raised after one, not
+        walking up past it."""
+        return (isinstance(self.model, mm.Model) and not self.missed and not self.vague
+                and not self.shifted and self.walk < WALK)
+
+    @property
+    def aims(self) -> bool:
+        """The model picks the next size (else doubling or bisection)."""
+        return (self.model is not None and not self.missed and self.walk < WALK
+                and self.crawl < CRAWL and not self.vague)
+
+
+def _start_grid(space: Space) -> list[int] | Proposal:
+    """The candidates from the start (snapped up to one) to the largest, ascending; or done
+    when there is none."""
     grid_all = sorted(set(space.candidates))
     if not grid_all:
         return _done("no valid size to search", None, None)
     start = _start(space, grid_all)
     if start is None:
         return _done(f"start {space.start} is above the largest candidate {grid_all[-1]}", None, None)
-    grid = [c for c in grid_all if c >= start]
-    for t in trials:
-        if t.status in STOPPERS:
-            return _done(f"stopped: {t.num_envs} envs ended in {t.status}; that is not a memory "
-                         f"limit, fix the workload first", None, None)
-    if not trials:
-        sizes = _spread_fill(bootstrap_sizes(space, k)[:k], grid, k)
-        return Proposal("bootstrap", tuple(sizes), f"bootstrap: {_list(sizes)} envs")
+    return [c for c in grid_all if c >= start]
 
+
+def _bootstrap(space: Space, grid: list[int], k: int) -> Proposal:
+    """Nothing measured: the bootstrap sizes, topped up to k at the widest log-gaps."""
+    sizes = _spread_fill(bootstrap_sizes(space, k)[:k], grid, k)
+    return Proposal("bootstrap", tuple(sizes), f"bootstrap: {_list(sizes)} envs")
+
+
+def _bracket(trials: Sequence[Trial], space: Space, grid: list[int]) -> _Bracket:
+    """The edge between the largest fit and the smallest failure (``past_boundary``); a size
+    that fitted above a failure does not move lo past it."""
     measured = {t.num_envs for t in trials}
     failing = sorted({t.num_envs for t in trials if past_boundary(t, space.limit_bytes)})
     hi = failing[0] if failing else None
     fitting = sorted(n for n in measured - set(failing) if hi is None or n < hi)
     lo = fitting[-1] if fitting else None
-    if lo is None:
-        return _done(f"the workload does not fit even at {hi} envs: try a smaller start, a larger "
-                     f"budget, smaller networks or a shorter unroll_length", None, hi)
-    open_ = [c for c in grid if c > lo and (hi is None or c < hi) and c not in measured]
-    if not open_:
-        if hi is None:
-            return _done(f"no failure up to the largest candidate {grid[-1]} envs: the memory "
-                         f"limit lies above it", lo, None)
-        return _done(f"boundary found: {lo} fits, {_past_clause(trials, hi)}, no candidate "
-                     f"between", lo, hi)
+    open_ = ([c for c in grid if c > lo and (hi is None or c < hi) and c not in measured]
+             if lo is not None else [])
+    return _Bracket(grid, measured, failing, fitting, lo, hi, open_)
+
+
+def _bracket_done(trials: Sequence[Trial], b: _Bracket) -> Proposal | None:
+    """Done when nothing fitted, or no candidate is left between lo and hi (the boundary is
+    found, or nothing failed up to the largest candidate); None: the search goes on."""
+    if b.lo is None:
+        return _done(f"the workload does not fit even at {b.hi} envs: try a smaller start, a "
+                     f"larger budget, smaller networks or a shorter unroll_length", None, b.hi)
+    if b.open_:
+        return None
+    if b.hi is None:
+        return _done(f"no failure up to the largest candidate {b.grid[-1]} envs: the memory "
+                     f"limit lies above it", b.lo, None)
+    return _done(f"boundary found: {b.lo} fits, {_past_clause(trials, b.hi)}, no candidate "
+                 f"between", b.lo, b.hi)
+
+
+def _trials_left(trials: Sequence[Trial], space: Space, b: _Bracket, k: int) -> int:
+    """Trials the refine budget still allows. It counts search trials, once per size, below
+    the lowest failed proof run (one that failed its confirmation opens a new interval under
+    it, with the budget afresh), past the bootstrap sizes. Without the model the doubling
+    ladder runs until the first failure whatever the budget, and the budget counts the
+    trials that bisect its bracket: those off the ladder above its largest size that fits
+    (``--refine`` for bisection: trials after the first failure)."""
+    if space.refine is None or (not space.use_model and b.hi is None):
+        return len(b.open_)
+    assert b.lo is not None
     free = set(bootstrap_sizes(space, k))
-    # Refine counts search trials, once per size, below the lowest failed proof run (one
-    # that failed its confirmation opens a new interval under it, with the budget afresh).
+    floor = 0
+    if not space.use_model:
+        ladder = doubling_ladder(b.grid, b.grid[0])
+        free.update(ladder)
+        floor = max((n for n in ladder if n <= b.lo), default=0)
     proof_fail = min((t.num_envs for t in trials if t.proof), default=None)
     spent = len({t.num_envs for t in trials if not t.proof and t.num_envs not in free
-                 and (proof_fail is None or t.num_envs < proof_fail)})
-    left = len(open_) if space.refine is None else space.refine - spent
-    if left <= 0:
-        return _done(f"refine budget spent: boundary between {lo} (fits) and "
-                     f"{hi if hi is not None else '?'} ({past_label(trials, hi)})", lo, hi)
-    k = min(k, left, len(open_))
-    if hi is not None and _only_proof_failed(trials, hi, space.limit_bytes):
-        # The model is fitted to search trials, which this size passed: it cannot say where
-        # the longer run's edge lies below it. Bisect between the largest fit and it.
-        sizes = _kary_pick(open_, lo, hi, k)
-        return Proposal("bisect", tuple(sizes), f"refining between {lo} and {hi}: "
-                        f"{_list(sizes)} envs ({hi} envs fitted its search trial and failed a "
-                        f"longer run)", lo, hi)
+                 and floor < t.num_envs and (proof_fail is None or t.num_envs < proof_fail)})
+    return space.refine - spent
 
+
+def _proof_bisection(b: _Bracket, k: int) -> Proposal:
+    """hi fitted its search trial and failed only a longer run: the model, fitted to search
+    trials, cannot say where that run's edge lies below it, so bisect between lo and it."""
+    assert b.lo is not None and b.hi is not None
+    sizes = _kary_pick(b.open_, b.lo, b.hi, k)
+    return Proposal("bisect", tuple(sizes), f"refining between {b.lo} and {b.hi}: "
+                    f"{_list(sizes)} envs ({b.hi} envs fitted its search trial and failed a "
+                    f"longer run)", b.lo, b.hi)
+
+
+def _aim_space(trials: Sequence[Trial], space: Space) -> Space:
+    """The space the model aims in: with allocator regions, the demand under the top pool
+    level; where peaks jitter, the line the search keeps below the limit
+    (``aim_room_bytes``), so that the largest fit is a size whose proof passes, not one the
+    search finds and the proof then undoes (``short_of_room``)."""
+    if space.region_bytes:
+        return replace(space, limit_bytes=level_limit(trials, space), cap_bytes=None)
+    room = aim_room_bytes(trials, space)
+    if room > 0:
+        return replace(space, limit_bytes=space.limit_bytes - room,
+                       cap_bytes=space.cap_bytes or space.limit_bytes)
+    return space
+
+
+def _fit_points(trials: Sequence[Trial], space: Space, lo: int) -> list[mm.Point]:
+    """The least-squares model's points: with ``fit_octaves``, only sizes that close to lo
+    (memory is only close to affine: quick is convex), the two largest at least."""
     pts = _points(trials)
-    aim = space  # the space the model aims in: with regions, the demand under the top level
-    if space.region_bytes:
-        aim = replace(space, limit_bytes=level_limit(trials, space), cap_bytes=None)
-    elif (room := aim_room_bytes(trials, space)) > 0:
-        # Where peaks jitter, a size that fits with less room than the search keeps is no fit
-        # (``short_of_room``): aim at that line, so that the largest fit is a size
-        # whose proof passes, not one that the search finds and the proof then undoes.
-        aim = replace(space, limit_bytes=space.limit_bytes - room,
-                      cap_bytes=space.cap_bytes or space.limit_bytes)
-    if space.fit_octaves is not None and not space.region_bytes:  # local: memory is only
-        # close to affine (quick is convex); a pool's readings are brackets, all of them kept
-        floor = lo / 2 ** space.fit_octaves
-        near = [p for p in pts if p.num_envs >= floor]
-        if len({p.num_envs for p in near}) >= 2:
-            pts = near
-        else:  # the two largest sizes measured, at least
-            top = sorted({p.num_envs for p in pts})[-2:]
-            pts = [p for p in pts if p.num_envs in top]
+    if space.fit_octaves is None:
+        return pts
+    floor = lo / 2 ** space.fit_octaves
+    near = [p for p in pts if p.num_envs >= floor]
+    if len({p.num_envs for p in near}) >= 2:
+        return near
+    top = sorted({p.num_envs for p in pts})[-2:]
+    return [p for p in pts if p.num_envs in top]
+
+
+def _fit(trials: Sequence[Trial], space: Space, b: _Bracket) -> _Fit:
+    """The model checked against the trials (``_checked_model``, ``_checked_pool_model``;
+    none without ``use_model``), and the counts that say whether to trust it.
+
+    An out-of-memory trial has no peak to fit, yet it says the peak there is over the limit:
+    where the least-squares model's only misses are such failures below its mean, its line
+    is raised until that size sits at the limit (the slope kept) and it aims again. A
+    timeout is no such evidence. Not for the pool model: an OOM is one of its readings and
+    has moved its line already."""
+    assert b.lo is not None
+    aim = _aim_space(trials, space)
     model: mm.Model | pool.PoolModel | None
-    if space.region_bytes:
-        model, missed = _checked_pool_model(trials, space, aim, failing)
+    if space.region_bytes:  # a pool's readings are brackets: all of them kept
+        model, missed = _checked_pool_model(trials, space, aim, b.failing)
     else:
-        model, missed = _checked_model(pts, trials, aim, failing)
-    walk = _walk(grid, measured, set(failing), lo)
+        model, missed = _checked_model(_fit_points(trials, space, b.lo), trials, aim, b.failing)
+    walk = _walk(b.grid, b.measured, set(b.failing), b.lo)
     # fits measured in the top octave with nothing failed yet: the model keeps aiming short
-    crawl = len(set(fitting) & {n for n in measured if n >= lo / 2}) if hi is None else 0
+    crawl = (len(set(b.fitting) & {n for n in b.measured if n >= b.lo / 2})
+             if b.hi is None else 0)
     vague = model is not None and model.growth()[1] <= 0
     shifted = ""
-    # (Not for the pool model: an OOM is one of its readings and has moved its line already;
-    # a pool model that still expects the failure to fit is wrong, and bisection follows.)
     if (isinstance(model, mm.Model) and missed
             and all(m.what == "fail-below-mean" for m in missed)
             and _over_memory(trials, missed[0].num_envs, space.limit_bytes)):
-        # An out-of-memory trial has no peak to fit, yet it says the peak there is over the
-        # limit: move the line up until it is (the slope kept), and aim below it again. A
-        # timeout is no such evidence: bisection, as before.
         n = missed[0].num_envs
         model = _shifted(model, aim, n)
         shifted = f"; the line raised so that {n} envs, which ran out of memory, sits at the limit"
         missed = []
-    # Only where the space says peaks jitter (a CPU's data segment; not a GPU's allocator
-    # figures, nor a pool of regions, whose rounding is the model's, not a run's). The step
-    # is the aiming model's where it is trusted as it stands (no miss, no line raised after
-    # one, not walking up past it); otherwise bisection takes over, and a bracket narrower
-    # than one run resolves is as much noise to it, so the step comes from the model that
-    # sizes a proof's room (``_jitter_model``; on quick at 1.1 GB, 128-512 envs peak within
-    # one run's jitter of each other and one low draw reads as a miss).
-    trusted = (isinstance(model, mm.Model) and not missed and not vague and not shifted
-               and walk < WALK)
-    if hi is not None and space.resolve_sd and not space.region_bytes:
-        judge = model if trusted else _jitter_model(trials, space)
-        step = _jitter_stop_step(judge, space, lo, fallback=not trusted)
-        if step is not None and hi - lo <= step[1]:
-            return _done(f"boundary found to within one run's jitter: {lo} fits, "
-                         f"{_past_clause(trials, hi)}; "
-                         f"a size between them would be decided by noise (refinement step "
-                         f"{step[0] / MIB:.0f} MiB = {space.resolve_sd:g} x the model's sd of one "
-                         f"run's peak, {step[1]:.0f} envs at {step[2] / MIB:.3f} MiB/env)",
-                         lo, hi, judge)
-    if model is not None and not missed and walk < WALK and crawl < CRAWL and not vague:
-        sizes, phase = _model_pick(model, aim, open_, grid, lo, hi, k)
-        up = (_resolvable_pick(model, space, open_, lo, sizes[0])
-              if sizes and k == 1 and trusted and not space.region_bytes else None)
-        if up is not None:
-            above = _past_clause(trials, hi) if hi is not None else "nothing failed yet"
-            words = (f"one refinement step up: {up} envs, the largest size within a step of "
-                     f"{lo} ({lo} fits, {above}); the model's edge, {sizes[0]} envs, lies "
-                     f"closer to {lo} than one run can tell")
-            sizes, phase = [up], "edge"
-        elif sizes:
-            dropped = ("; without the slope prior, which the trials contradict"
-                       if space.prior is not None and model.prior is None else "")
-            words = (f"predicted edge: {_list(sizes)} envs (between {lo} fits and "
-                     f"{hi if hi is not None else 'no failure yet'}{shifted}{dropped})")
-        if sizes:
-            predicted = {}
-            for n in sizes:
-                pred = model.interval(n, _shape(space, n))
-                predicted[n] = (pred.mean_bytes, pred.upper_bytes)
-            return Proposal(phase, tuple(sizes), words, lo, hi, predicted, model, ())
-    why = ""
+    return _Fit(aim, model, tuple(missed), shifted, walk, crawl, vague)
+
+
+def _jitter_stop(trials: Sequence[Trial], space: Space, b: _Bracket, fit: _Fit
+                 ) -> Proposal | None:
+    """Done when lo and hi are closer than one refinement step: a size between them would be
+    decided by noise. Only where the space says peaks jitter (a CPU's data segment; not a
+    GPU's allocator figures, nor a pool of regions, whose rounding is the model's, not a
+    run's). The step is the aiming model's where it is trusted as it stands; otherwise
+    bisection takes over, and a bracket narrower than one run resolves is as much noise to
+    it, so the step comes from the model that sizes a proof's room (``_jitter_model``; on
+    quick at 1.1 GB, 128-512 envs peak within one run's jitter of each other and one low
+    draw reads as a miss)."""
+    if b.hi is None or not space.resolve_sd or space.region_bytes:
+        return None
+    assert b.lo is not None
+    judge = fit.model if fit.trusted else _jitter_model(trials, space)
+    step = _jitter_stop_step(judge, space, b.lo, fallback=not fit.trusted)
+    if step is None or b.hi - b.lo > step[1]:
+        return None
+    return _done(f"boundary found to within one run's jitter: {b.lo} fits, "
+                 f"{_past_clause(trials, b.hi)}; "
+                 f"a size between them would be decided by noise (refinement step "
+                 f"{step[0] / MIB:.0f} MiB = {space.resolve_sd:g} x the model's sd of one "
+                 f"run's peak, {step[1]:.0f} envs at {step[2] / MIB:.3f} MiB/env)",
+                 b.lo, b.hi, judge)
+
+
+def _model_proposal(trials: Sequence[Trial], space: Space, b: _Bracket, fit: _Fit, k: int
+                    ) -> Proposal | None:
+    """The model's pick (``_model_pick``), one worker's moved up to the largest size within
+    one refinement step of lo where it lies closer than that (``_resolvable_pick``), with
+    the model's figures for each size; None where the model does not aim or picks nothing."""
+    model = fit.model
+    if model is None or not fit.aims:
+        return None
+    assert b.lo is not None
+    lo, hi = b.lo, b.hi
+    sizes, phase = _model_pick(model, fit.aim, b.open_, b.grid, lo, hi, k)
+    if not sizes:
+        return None
+    up = (_resolvable_pick(model, space, b.open_, lo, sizes[0])
+          if k == 1 and fit.trusted and not space.region_bytes else None)
+    if up is not None:
+        above = _past_clause(trials, hi) if hi is not None else "nothing failed yet"
+        words = (f"one refinement step up: {up} envs, the largest size within a step of "
+                 f"{lo} ({lo} fits, {above}); the model's edge, {sizes[0]} envs, lies "
+                 f"closer to {lo} than one run can tell")
+        sizes, phase = [up], "edge"
+    else:
+        dropped = ("; without the slope prior, which the trials contradict"
+                   if space.prior is not None and model.prior is None else "")
+        words = (f"predicted edge: {_list(sizes)} envs (between {lo} fits and "
+                 f"{hi if hi is not None else 'no failure yet'}{fit.shifted}{dropped})")
+    predicted = {}
+    for n in sizes:
+        pred = model.interval(n, _shape(space, n))
+        predicted[n] = (pred.mean_bytes, pred.upper_bytes)
+    return Proposal(phase, tuple(sizes), words, lo, hi, predicted, model, ())
+
+
+def _fallback(space: Space, b: _Bracket, fit: _Fit, k: int) -> Proposal:
+    """Without the model's pick: while nothing failed, the bootstrap sizes left, a gallop up
+    the grid where sizes kept fitting one candidate above the other (1, 2, 4, ...
+    candidates, not num_envs x 2, which overshoots the edge the model has nearly found), or
+    doubling; after a failure, k-ary bisection between lo and hi. The reason says why the
+    model did not aim."""
+    assert b.lo is not None
+    lo, hi, walk, crawl, missed = b.lo, b.hi, fit.walk, fit.crawl, fit.missed
+    why = ""  # without the model (use_model False) there is none to speak of
     if missed:
         why = f" (model missed: {missed[0]})"
-    elif vague or model is not None and not missed and walk < WALK:
+    elif fit.vague or fit.model is not None and walk < WALK:
         why = " (the model cannot place the edge from the sizes measured yet)"
-    elif walk >= WALK or crawl >= CRAWL:
+    elif space.use_model and (walk >= WALK or crawl >= CRAWL):
         why = (f" ({max(walk, crawl)} sizes fitted near the top with nothing failed: not "
                f"trusting the model)")
     if hi is None:
-        boot = [n for n in bootstrap_sizes(space, k) if n in open_]
+        boot = [n for n in bootstrap_sizes(space, k) if n in b.open_]
         how = "doubling"
         if boot:
             sizes = boot[:k]
-        elif walk >= WALK and crawl < CRAWL and not missed and model is not None:
-            # Fits one candidate above the other: gallop up the grid (1, 2, 4, ... candidates),
-            # not num_envs x 2, which overshoots the edge the model has nearly found.
-            sizes, how = _gallop_pick(open_, walk, k), "galloping up the grid"
+        elif walk >= WALK and crawl < CRAWL and not missed and fit.model is not None:
+            sizes, how = _gallop_pick(b.open_, walk, k), "galloping up the grid"
         else:
-            sizes = _doubling_pick(grid, open_, lo, k)
+            sizes = _doubling_pick(b.grid, b.open_, lo, k)
         return Proposal("double", tuple(sizes), f"{how}: {_list(sizes)} envs{why}", lo, hi,
-                        {}, model, tuple(missed))
-    sizes = _kary_pick(open_, lo, hi, k)
+                        {}, fit.model, missed)
+    sizes = _kary_pick(b.open_, lo, hi, k)
     return Proposal("bisect", tuple(sizes), f"refining between {lo} and {hi}: {_list(sizes)} "
-                    f"envs{why}", lo, hi, {}, model, tuple(missed))
+                    f"envs{why}", lo, hi, {}, fit.model, missed)
 
 
 def _resolvable_pick(model: mm.Model | pool.PoolModel, space: Space, open_: list[int],
@@ -421,9 +575,9 @@ def _resolvable_pick(model: mm.Model | pool.PoolModel, space: Space, open_: list
     of memory, the bracket is no wider than the step the stop rule holds it to
     (``_jitter_stop_step``, the same step) and the search ends; short of room, it ends
     unless the refit narrows the step; if it fits, lo moves as far as one trial can move it
-    (notch by notch, 896, 960, 1024 at 1.3 GB cost a trial each; the replay,
-    ``benchmarks/replay_sweep.py``: 3.60 -> 3.49 search trials). Returns the size to take
-    instead of the model's pick, or None to keep it."""
+    (notch by notch, 896, 960, 1024 at 1.3 GB would cost a trial each; fewer search trials
+    on ``benchmarks/replay_sweep.py``'s replay). Returns the size to take instead of the
+    model's pick, or None to keep it."""
     step = _jitter_stop_step(model, space, lo)
     if step is None or pick - lo >= step[1]:
         return None

@@ -169,12 +169,6 @@ def iter_valid_sizes(policy: ScalingPolicy, base: BatchShape, lo: int, hi: int,
     yield from range(-(-lo // device_count) * device_count, hi + 1, device_count)
 
 
-def valid_sizes(policy: ScalingPolicy, base: BatchShape, lo: int, hi: int,
-                device_count: int = 1) -> list[int]:
-    """Every num_envs in [lo, hi] the policy can serve, ascending."""
-    return list(iter_valid_sizes(policy, base, lo, hi, device_count))
-
-
 def nearest_valid(policy: ScalingPolicy, base: BatchShape, num_envs: int, device_count: int = 1,
                   *, limit: int = 1 << 22) -> tuple[int | None, int | None]:
     """The closest valid num_envs below and above (None where there is none); above is at

@@ -1,10 +1,12 @@
 """The out-of-memory classifier on recorded GPU error text, and through ``trial.classify``
 as a trial that died with that text in its output would be classified."""
 
+import re
+
 import pytest
 
 from tests.unit.measure.gpu_error_strings import RECORDED_CAP_FAILURES, RECORDED_ERRORS
-from vramtune.measure.oom import bfc_limits, cap_not_applied, classify_text, split_noise
+from vramtune.measure.oom import cap_not_applied, classify_text, split_noise
 from vramtune.measure.trial import classify
 from vramtune.measure.wire import ChildReport
 from vramtune.records import Status
@@ -103,6 +105,13 @@ def test_not_oom():
 def test_split_noise_keeps_the_rest():
     kept, dropped = split_noise("a\n\ncpu_aot_loader something\nb")
     assert kept == ["a", "b"] and [r for r, _ in dropped] == ["blank", "cache_loader"]
+
+
+def bfc_limits(text: str) -> dict[int, int]:
+    """device ordinal -> pool limit in bytes, from XLA's INFO line (when logging shows it)."""
+    pattern = re.compile(r"XLA backend (?:will use up to|allocating) (\d+) bytes on device (\d+) "
+                         r"for (BFCAllocator|CudaAsyncAllocator)")
+    return {int(dev): int(n) for n, dev, _ in pattern.findall(text)}
 
 
 def test_bfc_limits_from_the_info_line():

@@ -1,7 +1,7 @@
 """The planner on recorded sequences: pure, so every branch is cheap to pin down."""
 
 from vramtune.records import Status, TrialResult
-from vramtune.tune.planner import SearchSpace, StepKind, doubling_sizes, plan
+from vramtune.tune.planner import SearchSpace, StepKind, doubling_sizes, plan_round
 from vramtune.workload.profile import profile_from_dict
 
 GiB = 2**30
@@ -17,6 +17,12 @@ def result(n: int, status: Status = Status.OK, peak: float | None = 1.0,
 def space(start=128, max_envs=4096, refine=3, limit=None, valid=lambda n: True) -> SearchSpace:
     return SearchSpace(start=start, max_envs=max_envs, refine=refine,
                        limit_bytes=int(limit * GiB) if limit else None, is_valid=valid)
+
+
+def plan(results: list[TrialResult], sp: SearchSpace):
+    """One worker's next step."""
+    (step,) = plan_round(results, sp)
+    return step
 
 
 def replay(memory_of, sp: SearchSpace, oom_above: float | None = None, limit_steps: int = 50):
@@ -53,7 +59,7 @@ def test_first_size_already_fails_says_what_to_try():
 def test_nothing_fails_up_to_the_maximum():
     sizes, step = replay(lambda n: 1.0, space(max_envs=1024))
     assert sizes == [128, 256, 512, 1024]
-    assert "no failure up to the maximum 1024" in step.reason
+    assert "no failure up to the largest candidate 1024" in step.reason and "--max-envs" in step.reason
 
 
 def test_oom_at_fourth_doubling_found_within_doublings_plus_refine():
@@ -63,7 +69,7 @@ def test_oom_at_fourth_doubling_found_within_doublings_plus_refine():
     assert sizes[:5] == doublings
     assert len(sizes) <= len(doublings) + 3
     assert sizes[5] == 1536 and all(1024 < n < 2048 for n in sizes[5:])
-    assert step.phase is StepKind.DONE and "refinement" in step.reason
+    assert step.phase is StepKind.DONE and "refine budget spent" in step.reason
 
 
 def test_headroom_counts_as_failure():
@@ -75,7 +81,7 @@ def test_refine_converges_and_never_repeats():
     sizes, step = replay(lambda n: n / 1000, space(start=64, max_envs=65536, refine=10),
                          oom_above=5.0)
     assert len(sizes) == len(set(sizes))
-    assert "no valid size lies between" in step.reason or "refinement" in step.reason
+    assert "no candidate between" in step.reason or "refine budget spent" in step.reason
 
 
 def test_timeout_in_the_middle_is_a_boundary():
@@ -275,24 +281,35 @@ def test_predictive_without_a_budget_walks_the_doubling_ladder():
     assert [s.num_envs for s in plan_round([result(128)], sp)] == [256]
 
 
-def test_bisect_with_one_worker_is_todays_planner():
+def test_bisect_with_one_worker_bisects_and_with_k_workers_splits_k_ways():
     from vramtune.tune.planner import SearchMethod, plan_round
     sp = SearchSpace(start=128, max_envs=4096, refine=3, limit_bytes=None,
                      is_valid=lambda n: True, method=SearchMethod.BISECT)
     history = [result(128), result(256), result(512, Status.OOM)]
-    assert plan_round(history, sp) == [plan(history, sp)]
+    (step,) = plan_round(history, sp)
+    assert (step.phase, step.num_envs) == (StepKind.REFINING, 384)
     # k workers: k-ary bisection between the last fit and the first failure, no model
     assert [s.num_envs for s in plan_round(history, sp, 3)] == [320, 384, 448]
 
 
 def test_candidates_keep_round_sizes_and_the_narrower_grid():
-    from vramtune.tune.planner import candidates
+    import dataclasses
+
+    from vramtune.tune.planner import SearchMethod, candidates
     sp = SearchSpace(start=1024, max_envs=2048, refine=None, limit_bytes=GiB,
-                     is_valid=lambda n: True, candidate=lambda n: n % 256 == 0)
+                     is_valid=lambda n: True, candidate=lambda n: n % 256 == 0,
+                     method=SearchMethod.PREDICTIVE)
     assert candidates(sp) == [1024, 1280, 1536, 1792, 2048]
     sp = SearchSpace(start=1024, max_envs=2048, refine=None, limit_bytes=GiB,
-                     is_valid=lambda n: True, candidate=lambda n: n == 1024)
+                     is_valid=lambda n: True, candidate=lambda n: n == 1024,
+                     method=SearchMethod.PREDICTIVE)
     assert candidates(sp)[:3] == [1024, 1152, 1280]  # too narrow: every valid round size
+    # bisection: finer round sizes (at most 6 significant bits), the narrower grid unused,
+    # and the doubling ladder from a start that is not round
+    bisect = dataclasses.replace(sp, method=SearchMethod.BISECT)
+    assert candidates(bisect)[:3] == [1024, 1056, 1088]
+    odd = dataclasses.replace(bisect, start=1000, max_envs=4000)
+    assert {1000, 2000, 4000} <= set(candidates(odd)) and 1008 in candidates(odd)
 
 
 def test_a_size_past_the_boundary_is_named_for_why_it_is_past():

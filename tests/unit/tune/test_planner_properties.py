@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.sweeps import sweep_config
-from tests.unit.tune.test_planner import replay
-from vramtune.tune.planner import StepKind, plan
+from tests.unit.tune.test_planner import plan, replay
+from vramtune.tune.planner import StepKind
 from vramtune.workload.profile import load_profile, profile_from_dict
 from vramtune.workload.rules import ScalingPolicy
 
@@ -57,9 +57,13 @@ def test_planning_is_fast_for_any_maximum(policy, bs, nmb, start, top):
 @given(st.integers(1, 5000), st.integers(70_000, 150_000), st.sampled_from([1, 2, 3, 7, 12]),
        st.integers(0, 11))
 def test_a_wide_gap_is_refined_like_the_full_list(lo, width, modulus, residue):
-    """Over 65536 valid sizes between the last fit and the first failure, the pick is found
-    roundest-first instead of listing them all; it must be the same pick."""
-    from vramtune.tune.planner import SearchSpace, refinement_size
+    """Over 65536 valid sizes between the last fit and the first failure, bisection picks
+    from its round grid instead of listing them all: the roundest valid size in the middle
+    half, nearest the midpoint among equals, wherever that size is on the grid (at most
+    BISECT_GRID_BITS significant bits); else the grid's own such pick."""
+    from tests.unit.tune.test_planner import result
+    from vramtune.records import Status
+    from vramtune.tune.planner import BISECT_GRID_BITS, SearchSpace, candidates
     from vramtune.tune.search import roundness as _roundness
 
     hi = lo + width
@@ -68,12 +72,18 @@ def test_a_wide_gap_is_refined_like_the_full_list(lo, width, modulus, residue):
         return n % modulus == residue % modulus
 
     sp = SearchSpace(start=lo, max_envs=hi, refine=3, limit_bytes=None, is_valid=valid)
-    taken = {lo, hi}
-    candidates = [n for n in range(lo + 1, hi) if valid(n)]
     mid, quarter = (lo + hi) / 2, (hi - lo) / 4
-    middle = [n for n in candidates if lo + quarter <= n <= hi - quarter] or candidates
-    expected = min(middle, key=lambda n: (-_roundness(n), abs(n - mid))) if middle else None
+
+    def pick(sizes: list[int]) -> int | None:
+        middle = [n for n in sizes if lo + quarter <= n <= hi - quarter] or sizes
+        return min(middle, key=lambda n: (-_roundness(n), abs(n - mid))) if middle else None
+
     started = time.perf_counter()
-    got = refinement_size(lo, hi, sp, taken)
-    assert time.perf_counter() - started < 2.0  # the oracle above is slow; the planner is not
-    assert got == expected
+    step = plan([result(lo), result(hi, Status.OOM)], sp)
+    assert time.perf_counter() - started < 2.0  # the oracle below is slow; the planner is not
+    expected = pick([n for n in range(lo + 1, hi) if valid(n)])
+    if expected is not None and (expected >> (_roundness(expected) - 1)).bit_length() <= \
+            BISECT_GRID_BITS:
+        assert step.num_envs == expected
+    else:
+        assert step.num_envs == pick([n for n in candidates(sp) if lo < n < hi])

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from benchmarks.replay import Recorded, replay_answers
 
 from vramtune.measure.footprint import read_footprint
 from vramtune.records import Purpose, Status, TrialResult
@@ -17,7 +18,6 @@ from vramtune.tune import search as S
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.planner import SearchMethod, SearchSpace, StepKind, plan_round
 from vramtune.tune.prior import slope_prior
-from vramtune.tune.replay import Recorded, replay_answers
 from vramtune.units import headroom_limit_bytes
 from vramtune.workload.profile import profile_from_dict
 

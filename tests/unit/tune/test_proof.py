@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from benchmarks.replay import Curve, outcome
 
 from tests.sweeps import sweep_config, with_settings
 from vramtune.measure.wire import confirm_epoch_steps
@@ -22,7 +23,6 @@ from vramtune.tune.recommend import (
     over_failed_proof,
     short_of_room,
 )
-from vramtune.tune.replay import Curve, outcome
 from vramtune.tune.request import SweepConfig
 from vramtune.tune.sweep import next_steps, search_outcome, trial_request
 from vramtune.units import format_bytes

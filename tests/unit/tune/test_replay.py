@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from benchmarks.replay import Curve, grid_truth, outcome, replay
 
 from vramtune.records import Status, TrialResult
 from vramtune.tune.planner import SearchMethod, SearchSpace, candidates
 from vramtune.tune.recommend import short_of_room
-from vramtune.tune.replay import Curve, grid_truth, outcome, replay
 
 MiB = 2**20
 

@@ -12,10 +12,10 @@ from vramtune.workload.configfile import Diagnosis, diagnose, parse_config
 from vramtune.workload.rules import (
     BatchShape,
     ScalingPolicy,
+    iter_valid_sizes,
     nearest_valid,
     scale_batch,
     valid_batch_settings,
-    valid_sizes,
 )
 
 HUGE = st.one_of(st.integers(-5, 5000), st.sampled_from([10**9 + 7, 10**12, 10**12 + 1, 2**40,
@@ -84,7 +84,7 @@ def test_computed_searches_agree_with_trying_every_number(policy, n0, bs, nmb, n
     assert nearest_valid(policy, base, n, d, limit=limit) == _brute_nearest(policy, base, n, d,
                                                                             limit)
     lo, hi = sorted((abs(n), limit))
-    assert valid_sizes(policy, base, lo, hi, d) == [
+    assert list(iter_valid_sizes(policy, base, lo, hi, d)) == [
         m for m in range(max(lo, 1), hi + 1) if scale_batch(policy, base, m, d)]
 
 

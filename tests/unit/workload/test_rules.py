@@ -3,11 +3,11 @@ import pytest
 from vramtune.workload.rules import (
     BatchShape,
     ScalingPolicy,
+    iter_valid_sizes,
     lr_scaling_hint,
     nearest_fixes,
     nearest_valid,
     scale_batch,
-    valid_sizes,
     violations,
 )
 
@@ -83,7 +83,7 @@ def test_nearest_valid_on_both_sides():
 
 
 def test_valid_sizes():
-    assert valid_sizes(ScalingPolicy.HOLD_ENV_STEPS, BASE, 100, 300) == [128, 256]
+    assert list(iter_valid_sizes(ScalingPolicy.HOLD_ENV_STEPS, BASE, 100, 300)) == [128, 256]
 
 
 def test_nearest_fixes_are_all_valid_and_close():

@@ -7,6 +7,9 @@ between recorded sizes and along the last segment beyond them. A replay is as go
 curve: exact at recorded sizes, an interpolation elsewhere; ``benchmarks/bench_search.py``
 says so where it uses it. ``Recorded`` replays a recorded GPU sweep's own trials instead
 (their live peaks and pools), with the pool between them read pessimistically.
+
+Not part of the package: the benchmark scripts import it as ``replay`` (their folder is on
+``sys.path``), the tests as ``benchmarks.replay``.
 """
 
 from __future__ import annotations
