@@ -27,7 +27,7 @@ from _common import banner
 from vramtune import api
 from vramtune.measure.wire import TrialStarted
 from vramtune.records import Purpose, TrialResult
-from vramtune.tune.recommend import past_boundary
+from vramtune.tune.boundary import past_boundary
 from vramtune.tune.request import SweepConfig
 from vramtune.tune.sweep import next_steps, trial_request
 

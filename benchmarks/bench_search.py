@@ -47,10 +47,10 @@ from replay import Curve, replay
 
 from vramtune.measure.footprint import read_footprint
 from vramtune.records import Purpose, Status, TrialResult
+from vramtune.tune.boundary import ruled_out
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.planner import SearchMethod, SearchSpace, candidates
 from vramtune.tune.prior import FOOTPRINT_FILE, slope_prior
-from vramtune.tune.recommend import ruled_out
 from vramtune.units import parse_size
 from vramtune.workload.profile import load_profile
 
@@ -116,7 +116,7 @@ def floor(results: list[TrialResult], pick: int | None, limit_bytes: int | None 
     if pick is not None:
         need += [r for r in search if r.num_envs == pick][:1]
         # failing: out of memory, or fitted with less room than a proof keeps (the search
-        # brackets the edge against such a size as against an OOM: recommend.ruled_out)
+        # brackets the edge against such a size as against an OOM: boundary.ruled_out)
         out = ruled_out(results, limit_bytes)
         above = sorted((r for r in search if r.num_envs > pick
                         and (r.status is not Status.OK or r.num_envs in out)),

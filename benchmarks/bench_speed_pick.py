@@ -37,7 +37,7 @@ import yaml
 from _common import banner, load_average, save
 
 from vramtune.results.store import trial_from_dict
-from vramtune.tune.recommend import fits, past_boundary
+from vramtune.tune.boundary import fits, past_boundary
 from vramtune.units import headroom_limit_bytes, parse_size
 
 HERE = Path(__file__).parent

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from vramtune.records import Purpose, Status, TrialResult
-from vramtune.tune.planner import SearchSpace, Step, StepKind, candidates, model_figure_bytes, plan_round
-from vramtune.tune.recommend import ruled_out
+from vramtune.tune.boundary import model_figure_bytes, ruled_out
+from vramtune.tune.planner import SearchSpace, Step, StepKind, candidates, plan_round
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class Replay:
     @property
     def found(self) -> int | None:
         """The largest size that fit below the smallest that failed (out of memory, or short
-        of room under the limit, ``recommend.ruled_out``): the boundary found."""
+        of room under the limit, ``boundary.ruled_out``): the boundary found."""
         out = ruled_out(self.results, self.limit_bytes)
         fails = [r.num_envs for r in self.results if r.status is not Status.OK or r.num_envs in out]
         edge = min(fails, default=None)

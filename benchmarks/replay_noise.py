@@ -62,7 +62,7 @@ def trials_to_boundary(curve, grid, cap: float, sd: float, seed: int, **space) -
     sp = search.Space(tuple(grid), cap, grid[0], **space)
     trials: list[search.Trial] = []
     for _ in range(60):
-        # as the sweep's planner marks them (recommend.ruled_out): a size that fitted with
+        # as the sweep's planner marks them (boundary.ruled_out): a size that fitted with
         # less room than the search keeps is past the boundary
         short = search.short_of_room(trials, sp)
         marked = [replace(t, over_limit=t.num_envs in short) for t in trials]

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from vramtune.records import TrialResult
 from vramtune.results.store import trial_from_dict
-from vramtune.tune.recommend import choose, fits
+from vramtune.tune.boundary import fits
+from vramtune.tune.recommend import choose
 
 GPU_RUN = Path(__file__).parent / "results" / "gpu" / "sweep_2GB_results.jsonl"
 TARGET_LEFT = 0.03  # the bound on what the pick may leave against the fastest

@@ -7,19 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vramtune.records import Objective, Purpose, Status, TrialResult
+from vramtune.tune.boundary import boundary_edge, fits
 from vramtune.tune.planner import (
     SearchSpace,
     Step,
     StepKind,
     doubling_sizes,
 )
-from vramtune.tune.recommend import (
-    KNEE_TOLERANCE,
-    boundary_edge,
-    choose,
-    fits,
-    size_rates,
-)
+from vramtune.tune.recommend import KNEE_TOLERANCE, choose, size_rates
 from vramtune.tune.request import (
     DEFAULT_SPEED_MARGIN_FRACTION,
     SweepConfig,

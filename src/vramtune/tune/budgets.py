@@ -25,14 +25,9 @@ from vramtune.records import (
 from vramtune.results.frame import one_per_size
 from vramtune.results.store import Run
 from vramtune.tune import model as mm
-from vramtune.tune.planner import (
-    SearchSpace,
-    candidates,
-    keeps_base_unrolls,
-    model_figure_bytes,
-    uses_pool,
-)
-from vramtune.tune.recommend import PROOF_RUNS, Recommendation, choose, fits, proof_rooms_bytes
+from vramtune.tune.boundary import PROOF_RUNS, fits, model_figure_bytes, proof_rooms_bytes, uses_pool
+from vramtune.tune.planner import SearchSpace, candidates, keeps_base_unrolls
+from vramtune.tune.recommend import Recommendation, choose
 from vramtune.tune.speed import DEFAULT_MARGIN
 from vramtune.units import both_units, budget_label, format_bytes, headroom_limit_bytes
 from vramtune.workload.profile import Profile, load_profile, profile_from_dict

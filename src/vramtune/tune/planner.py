@@ -24,17 +24,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from vramtune.records import STOPPERS, Purpose, Status, TrialResult
+from vramtune.records import STOPPERS, TrialResult
 from vramtune.results.settings import SearchMethod
 from vramtune.tune import search
+from vramtune.tune.boundary import (
+    as_trial,
+    failure_words,
+    past_labels,
+    ruled_out,
+    uses_pool,
+)
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.pool import PoolModel
-from vramtune.tune.recommend import (
-    does_not_fit_words,
-    over_failed_proof,
-    past_boundary,
-    ruled_out,
-)
+from vramtune.tune.recommend import does_not_fit_words
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile
 from vramtune.workload.rules import ScalingPolicy
@@ -115,40 +117,6 @@ def _last_line(text: str | None) -> str:
     return lines[-1][:160] if lines else "no message"
 
 
-def past_labels(results: Sequence[TrialResult], over: Mapping[int, int],
-                limit_bytes: int | None) -> dict[int, str]:
-    """Why each size past the boundary whose every run fitted is past it, in a few words: its
-    run peaked above the cap a larger size's proof ran out of memory under, or its trial left
-    less room than the search keeps (``over``: ``recommend.ruled_out``), or it finished over
-    the line. Sizes with a failed run are not listed: they fail."""
-    failed = {r.num_envs for r in results if r.status is not Status.OK}
-    after_proof = over_failed_proof(results, limit_bytes)
-    labels: dict[int, str] = {}
-    for r in results:
-        n = r.num_envs
-        if n in failed or n in labels:
-            continue
-        if n in after_proof:
-            labels[n] = "past a failed proof"
-        elif n in over:
-            labels[n] = "short of room"
-        elif past_boundary(r, limit_bytes):
-            labels[n] = "over the line"
-    return labels
-
-
-def _failure_words(result: TrialResult, limit_bytes: int | None,
-                   over: Mapping[int, int] | None = None) -> str:
-    if result.status is Status.OK:
-        cap = (over or {}).get(result.num_envs)
-        if cap is not None:
-            return (f"its peak is over {format_bytes(cap)}, the cap a proof run failed under "
-                    f"or the line the search keeps below the limit for one run's jitter")
-        return "its peak is over budget minus headroom"
-    return {Status.OOM: "out of memory", Status.TIMEOUT: "timed out",
-            Status.CRASH: "crashed"}.get(result.status, str(result.status))
-
-
 # ------------------------------------------------------------- the search's view of the sweep
 
 ROUND_GRID_BITS = 4  # the model's grid: 1024, 1152, 1280, ... (steps of 1/16 to 1/8)
@@ -203,19 +171,6 @@ def keeps_base_unrolls(profile: Profile, device_count: int) -> Callable[[int], b
     return keeps
 
 
-def model_figure_bytes(result: TrialResult) -> int | None:
-    """The peak the least-squares memory model fits (``tune.model``: budgets' predictions,
-    replay curves): the figure that runs out of the cap. CPU: the data segment RLIMIT_DATA
-    counts; GPU: the allocator's live peak (the pool grows in whole regions, so it is not
-    smooth in num_envs). The search on a GPU fits the pool itself, as a pool (``uses_pool``,
-    ``tune.pool``)."""
-    if result.is_gpu:
-        figure = result.jax_peak_bytes_in_use
-    else:
-        figure = result.host_peak_data_bytes
-    return figure if figure is not None else result.peak_bytes
-
-
 # XLA's BFC allocator grew quick's pool in 256 MiB steps on an H100 and an H200 (258, 514,
 # 770 MiB; 270, 526, 782 with a 12 MiB small region beside them): the granularity the pool
 # model brackets each reading to. A region the allocator takes larger only widens what a
@@ -223,45 +178,11 @@ def model_figure_bytes(result: TrialResult) -> int | None:
 POOL_REGION_BYTES = 256 * 2**20
 
 
-def uses_pool(results: Sequence[TrialResult]) -> bool:
-    """The search fits the allocator's pool, the figure that decides an OOM on a GPU: a GPU
-    run whose every ok trial reported its pool (the BFC allocator's statistics)."""
-    gpu = [r for r in results if r.is_gpu]
-    return bool(gpu) and all(r.jax_peak_pool_bytes is not None
-                             for r in gpu if r.status is Status.OK)
-
-
 def model_limit_bytes(results: Sequence[TrialResult], limit_bytes: int) -> int:
     """Where the model's figure runs out: the limit, or on GPU the allocator's own limit
     (the fraction left after the CUDA context), when the trials reported it."""
     reported = [r.jax_bytes_limit for r in results if r.is_gpu and r.jax_bytes_limit]
     return min([limit_bytes, *reported])
-
-
-def as_trial(result: TrialResult, limit_bytes: int | None, pool: bool = False, *,
-             ruled_out: bool = False, past_why: str | None = None) -> search.Trial:
-    """The search's view of a record; ``pool`` (``uses_pool``): the figure is the allocator's
-    pool, with the live peak beside it; ``ruled_out``: the size is past the boundary by a
-    failed proof's cap or short of room (``recommend.ruled_out``), a failure to the
-    search."""
-    shape = (result.batch_size, result.num_minibatches, result.unroll_length)
-    # the recommender's rule (an ok trial under a cap no larger than the line proved it)
-    over = result.status is Status.OK and (past_boundary(result, limit_bytes) or ruled_out)
-    figure = model_figure_bytes(result)
-    live = None
-    if pool and result.jax_peak_pool_bytes is not None:
-        figure, live = result.jax_peak_pool_bytes, result.jax_peak_bytes_in_use
-    if result.status is not Status.OK:
-        figure = None
-    proof = result.purpose is not Purpose.SEARCH
-    room = 0.0  # a proof run held below the line (search.proof_room_bytes)
-    if proof and limit_bytes is not None and result.cap_bytes is not None:
-        room = float(max(0, limit_bytes - result.cap_bytes))
-    return search.Trial(result.num_envs, result.status,
-                        float(figure) if figure is not None else None,
-                        shape if None not in shape else None, over,  # type: ignore[arg-type]
-                        proof=proof, live_bytes=float(live) if live is not None else None,
-                        room_bytes=room, past_why=past_why)
 
 
 def search_space(results: Sequence[TrialResult], space: SearchSpace,
@@ -291,7 +212,7 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1,
     ``bisect``: doubling then k-ary bisection, no model (``aims_with_model``). ``predictive``
     without a budget has nothing to predict against and searches as ``bisect`` does: the
     throughput curve an uncapped sweep is for. ``over``: the sizes ruled out
-    (``recommend.ruled_out``) when ``results`` is not every record (a size proven by a run
+    (``boundary.ruled_out``) when ``results`` is not every record (a size proven by a run
     not among them is not short of room); default from ``results``.
     """
     k = max(1, int(k))
@@ -320,7 +241,7 @@ def plan_round(results: Sequence[TrialResult], space: SearchSpace, k: int = 1,
     if proposal.done:
         if proposal.fits is None and proposal.fails is not None:  # nothing fitted
             last = next((r for r in reversed(results) if r.num_envs == proposal.fails), None)
-            why = "failed" if last is None else _failure_words(last, space.limit_bytes, over)
+            why = "failed" if last is None else failure_words(last, space.limit_bytes, over)
             return [Step(StepKind.DONE, None, does_not_fit_words(results, proposal.fails, why))]
         return [Step(StepKind.DONE, None, _done_words(proposal.reason))]
     phase = _PHASES.get(proposal.phase, StepKind.REFINING)

@@ -18,24 +18,9 @@ from vramtune.measure.wire import (
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune import search
 from vramtune.tune.alone import remeasure_left
-from vramtune.tune.planner import (
-    SearchMethod,
-    SearchSpace,
-    Step,
-    StepKind,
-    as_trial,
-    candidates,
-    search_space,
-    uses_pool,
-)
-from vramtune.tune.recommend import (
-    PROOF_RUNS,
-    RANKED,
-    choose,
-    fits,
-    past_boundary,
-    ruled_out,
-)
+from vramtune.tune.boundary import PROOF_RUNS, as_trial, fits, past_boundary, ruled_out, uses_pool
+from vramtune.tune.planner import SearchMethod, SearchSpace, Step, StepKind, candidates, search_space
+from vramtune.tune.recommend import RANKED, choose
 from vramtune.tune.request import (
     SweepConfig,
 )
@@ -186,7 +171,7 @@ class StepDown:
 
     first_failed: int  # the size whose proof run failed first
     base: int
-    hi: int  # the smallest failure or size ruled out (recommend.ruled_out)
+    hi: int  # the smallest failure or size ruled out (boundary.ruled_out)
     proven: int | None  # the largest size below hi whose proof run fitted
     measured: tuple[int, ...]  # sizes searched since the first failed proof, in order
     budget: int

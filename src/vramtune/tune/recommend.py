@@ -13,8 +13,16 @@ from dataclasses import dataclass, replace
 
 from vramtune.fmt import rate as fmt_rate
 from vramtune.measure.rates import median_interval
-from vramtune.records import BOUNDARY_FAILURES, Objective, Purpose, Status, TrialResult
-from vramtune.tune import search
+from vramtune.records import Objective, Purpose, Status, TrialResult
+from vramtune.tune.boundary import (
+    PROOF_RUNS,
+    boundary_edge,
+    failure_words,
+    fits,
+    over_failed_proof,
+    short_of_room,
+    under_line,
+)
 from vramtune.tune.speed import (
     DEFAULT_MARGIN,
     DIP_RATIO,
@@ -188,27 +196,6 @@ def _rate_with_interval_of(r: TrialResult) -> str:
         return fmt_rate(r.steps_per_s)
     return (f"{fmt_rate(r.steps_per_s)} (95% interval {fmt_rate(r.steps_per_s_ci_low)}-"
             f"{fmt_rate(r.steps_per_s_ci_high)})")
-
-
-def fits(result: TrialResult, limit_bytes: int | None) -> bool:
-    """An ok trial with throughput whose memory is proven under the line (``under_line``).
-    A run that shared the device proved its memory, not its speed: no candidate until the
-    size has run alone."""
-    if result.status is not Status.OK or result.steps_per_s is None or result.shared_run:
-        return False
-    return limit_bytes is None or under_line(result, limit_bytes) is True
-
-
-def under_line(result: TrialResult, limit_bytes: int) -> bool | None:
-    """Did this trial stay under ``limit_bytes``? True if it ran under a cap no larger (ok then
-    proves it), else compare the figure the cap counts (data segment / pool; RSS on CPU
-    runs below what RLIMIT_DATA counts, so comparing RSS with a smaller line proved nothing),
-    else the peak, for records that predate both. None: not measured."""
-    if result.cap_bytes is not None and result.cap_bytes <= limit_bytes:
-        peak = result.peak_bytes  # on GPU an NVML figure can still exceed it: outside the pool
-        return peak is None or peak <= limit_bytes or not result.is_gpu
-    figure = result.line_figure_bytes
-    return None if figure is None else figure <= limit_bytes
 
 
 def size_rates(num_envs: int, rows: Iterable[TrialResult]) -> Rates:
@@ -399,9 +386,6 @@ def _disturbed(by_size: Mapping[int, list[TrialResult]], witnesses: Sequence[Rat
     return tuple(out)
 
 
-PROOF_RUNS = frozenset({Purpose.REPEAT, Purpose.CONFIRM})
-
-
 def speed_drift(in_order: Sequence[TrialResult]) -> tuple[Drift | None, int]:
     """Did the machine's speed move during the sweep? A proof run's rate is not ranked (its
     longer window must not change the pick it proves), but it is a second draw of a size at
@@ -435,115 +419,6 @@ def speed_drift(in_order: Sequence[TrialResult]) -> tuple[Drift | None, int]:
     rerun = frozenset(r.num_envs for r in in_order[first + 1:] if r.purpose in RANKED
                       and not r.shared_run and r.status is Status.OK)
     return Drift(n, ratio, rerun), first
-
-
-def boundary_edge(results: Iterable[TrialResult], limit_bytes: int | None,
-                  over: Mapping[int, int] | None = None) -> int | None:
-    """The smallest size past the boundary: one with a run past it (``past_boundary``), or one
-    whose search trial already peaked above the cap a proof run failed under
-    (``over_failed_proof``) or left less room under the line than the search keeps
-    (``short_of_room``): ``ruled_out``, or ``over`` when the caller has it. None: nothing
-    failed."""
-    rows = list(results)
-    if over is None:
-        over = ruled_out(rows, limit_bytes)
-    return min([*(r.num_envs for r in rows if past_boundary(r, limit_bytes)), *over], default=None)
-
-
-def over_failed_proof(results: Iterable[TrialResult], limit_bytes: int | None) -> dict[int, int]:
-    """Sizes whose own run (search trial or run alone) peaked above the cap of a proof run
-    that ran out of memory held below the line (``sweep.proof_cap_bytes``: a CPU's proofs
-    keep room for another run's jitter), with that cap. A proof of them would be a longer run
-    of a size whose short run already went past such a cap: it is not spent, and the size
-    does not fit. The largest such cap counts (rooms differ by size); a size with a proof run
-    of its own is judged by it."""
-    rows = list(results)
-    caps = [r.cap_bytes for r in rows if r.purpose in PROOF_RUNS and r.status is Status.OOM
-            and r.cap_bytes is not None and limit_bytes is not None
-            and r.cap_bytes < limit_bytes and not r.is_gpu]
-    if not caps:
-        return {}
-    cap = max(caps)
-    proven = {r.num_envs for r in rows if r.purpose in PROOF_RUNS}
-    over: dict[int, int] = {}
-    for r in rows:
-        figure = r.cap_figure_bytes
-        if (r.purpose not in PROOF_RUNS and r.status is Status.OK and not r.is_gpu
-                and figure is not None and figure > cap and r.num_envs not in proven):
-            over[r.num_envs] = cap
-    return over
-
-
-def short_of_room(results: Iterable[TrialResult], limit_bytes: int | None) -> dict[int, int]:
-    """Sizes that fitted their search trial on a CPU with less room under the line than the
-    search keeps for another run's jitter (``search.short_of_room``: one sd more than a proof
-    keeps), with that line. Not ranked: a draw near a proof's line passes a second draw
-    there about half the time, and the user's run is a third. A size with a proof run of
-    its own is judged by it, and one below a proven size fits as it does (memory grows with
-    num_envs; a very jittery workload's small sizes can peak within its wide room of the
-    line). A GPU's figures do not jitter so."""
-    rows = list(results)
-    if limit_bytes is None or any(r.is_gpu for r in rows):
-        return {}
-    judged = {r.num_envs for r in rows if r.purpose in PROOF_RUNS}
-    top = max((r.num_envs for r in rows if r.purpose in PROOF_RUNS and r.status is Status.OK
-               and under_line(r, limit_bytes) is True), default=0)
-    trials, space = _jitter_space(rows, limit_bytes)
-    return {n: int(line) for n, line in search.short_of_room(trials, space).items()
-            if n not in judged and n > top}
-
-
-def proof_room_bytes(results: Iterable[TrialResult], limit_bytes: int, num_envs: int) -> int:
-    """How far below ``limit_bytes`` a proof run of ``num_envs`` would be held, from the
-    records' search trials (``search.proof_room_bytes``, as the sweep holds its proofs); 0
-    on a GPU's figures, which do not jitter, or where nothing says how much."""
-    return proof_rooms_bytes(results, limit_bytes, (num_envs,))[num_envs]
-
-
-def proof_rooms_bytes(results: Iterable[TrialResult], limit_bytes: int,
-                      sizes: Iterable[int]) -> dict[int, int]:
-    """``proof_room_bytes`` of each size, from one fit of the records' jitter model."""
-    rows, sizes = list(results), tuple(sizes)
-    if any(r.is_gpu for r in rows):
-        return dict.fromkeys(sizes, 0)
-    rooms = search.proof_rooms_bytes(*_jitter_space(rows, limit_bytes), sizes)
-    return {n: 0 if room is None or not room > 0 else min(int(room), limit_bytes // 2)
-            for n, room in rooms.items()}
-
-
-def _jitter_space(rows: Sequence[TrialResult],
-                  limit_bytes: int) -> tuple[list[search.Trial], search.Space]:
-    """The search's view of the records' ok search trials, and a space at ``limit_bytes``
-    that resolves their jitter: what ``short_of_room`` and ``proof_room_bytes`` read."""
-    trials = []
-    shapes: dict[int, tuple[int, int, int]] = {}  # the model may need them (a rollout term)
-    for r in rows:
-        figure = r.cap_figure_bytes
-        if r.purpose is Purpose.SEARCH and r.status is Status.OK and figure is not None:
-            shape = (r.batch_size, r.num_minibatches, r.unroll_length)
-            if None not in shape:
-                shapes[r.num_envs] = shape  # type: ignore[assignment]
-            trials.append(search.Trial(r.num_envs, r.status, float(figure),
-                                       shape if None not in shape else None))  # type: ignore[arg-type]
-    space = search.Space((), float(limit_bytes), resolve_sd=search.RESOLVE_SD,
-                         shape_of=shapes.get)
-    return trials, space
-
-
-def ruled_out(results: Iterable[TrialResult], limit_bytes: int | None) -> dict[int, int]:
-    """Sizes past the boundary although their own run fitted under the line, with the cap
-    that rules them out: a failed proof's (``over_failed_proof``) or the search's line
-    (``short_of_room``)."""
-    rows = list(results)
-    return {**short_of_room(rows, limit_bytes), **over_failed_proof(rows, limit_bytes)}
-
-
-def past_boundary(result: TrialResult, limit_bytes: int | None) -> bool:
-    """Ran out of memory, crashed or timed out, or peaked over the headroom line."""
-    if result.status in BOUNDARY_FAILURES:
-        return True
-    return (result.status is Status.OK and limit_bytes is not None
-            and under_line(result, limit_bytes) is False)
 
 
 def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
@@ -589,14 +464,6 @@ def speed_words(speed: SpeedPick, num_envs: int) -> str | None:
     verdict = ("within margin" if c.verdict is Verdict.WITHIN_MARGIN
                else "faster" if c.a_faster else "slower")
     return f"{verdict}: {words}"
-
-
-def failure_words(r: TrialResult) -> str:
-    """What a run that did not end ok ran into, in words ('out of memory')."""
-    if r.status is Status.CRASH and r.error_type:
-        return f"crashed ({r.error_type})"
-    return {Status.OOM: "out of memory", Status.TIMEOUT: "timed out", Status.CRASH: "crashed",
-            Status.INVALID: "invalid batch settings", Status.ERROR: "error"}.get(r.status, "")
 
 
 def _reason(r: TrialResult, chosen: TrialResult | None, limit: int | None, best: float | None,

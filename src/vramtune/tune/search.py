@@ -66,7 +66,7 @@ from vramtune.records import BOUNDARY_FAILURES, STOPPERS, Status
 from vramtune.tune import model as mm
 from vramtune.tune import pool
 
-OK, OOM, CRASH = Status.OK, Status.OOM, Status.CRASH
+OK, OOM, CRASH, TIMEOUT = Status.OK, Status.OOM, Status.CRASH, Status.TIMEOUT
 MIB = 2**20
 MIN_SPAN = 0.2  # P(lo fits) - P(hi fits) under the model: less, and it cannot aim between them
 # The refinement step, in the model's per-run sd of a peak: two sizes whose expected peaks
@@ -165,7 +165,7 @@ def _past_clause(trials: Sequence[Trial], n: int) -> str:
 
 
 def past_boundary(trial: Trial, limit_bytes: float) -> bool:
-    """``recommend.past_boundary`` on the search's view of a trial: out of memory, timed
+    """``boundary.past_boundary`` on the search's view of a trial: out of memory, timed
     out, crashed, over the line by the recommender's rule (``over_limit``), or a model
     figure above the line the model is held to."""
     if trial.status in BOUNDARY_FAILURES or trial.over_limit:
@@ -884,11 +884,11 @@ def _fit_probabilities(model: mm.Model | pool.PoolModel, space: Space, open_: li
 
 
 def _over_memory(trials: Sequence[Trial], n: int, limit_bytes: float) -> bool:
-    """n's failure says its memory is over the limit: out of memory, a peak over the line, or
-    a crash (under a CPU cap, bad_alloc aborts and SIGSEGVs are how some OOMs end)."""
-    return any(t.num_envs == n and (t.status in (OOM, CRASH) or t.over_limit or (
-        t.status == OK and t.peak_bytes is not None and t.peak_bytes > limit_bytes))
-        for t in trials)
+    """n's failure says its memory is over the limit: past the boundary (``past_boundary``)
+    by anything but a timeout (under a CPU cap, bad_alloc aborts and SIGSEGVs are how some
+    OOMs end, so a crash counts)."""
+    return any(t.num_envs == n and t.status != TIMEOUT and past_boundary(t, limit_bytes)
+               for t in trials)
 
 
 def _shifted(model: mm.Model, space: Space, n: int) -> mm.Model:

@@ -25,13 +25,8 @@ from vramtune.results.store import (
     append_result,
 )
 from vramtune.tune.alone import alone_steps
-from vramtune.tune.planner import (
-    SearchSpace,
-    Step,
-    StepKind,
-    past_labels,
-    plan_round,
-)
+from vramtune.tune.boundary import past_boundary, past_labels, ruled_out
+from vramtune.tune.planner import SearchSpace, Step, StepKind, plan_round
 from vramtune.tune.prepare import PreparedSweep, SweepState
 from vramtune.tune.prior import PriorSource
 from vramtune.tune.proof import (
@@ -43,10 +38,6 @@ from vramtune.tune.proof import (
     proof_cap_bytes,
     step_down,
     step_down_steps,
-)
-from vramtune.tune.recommend import (
-    past_boundary,
-    ruled_out,
 )
 from vramtune.tune.request import (
     SweepConfig,

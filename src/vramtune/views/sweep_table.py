@@ -14,7 +14,8 @@ import pandas as pd
 from vramtune import fmt
 from vramtune.records import Purpose, Status, TrialResult, any_gpu
 from vramtune.results.frame import to_python, trials_frame
-from vramtune.tune.recommend import RANKED, Recommendation, failure_words, under_line
+from vramtune.tune.boundary import failure_words, under_line
+from vramtune.tune.recommend import RANKED, Recommendation
 from vramtune.units import format_bytes
 from vramtune.views.tables import Column, Table
 

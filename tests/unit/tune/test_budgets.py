@@ -143,7 +143,7 @@ def test_which_failures_of_other_sweeps_speak_for_a_budget():
     from dataclasses import replace
 
     from vramtune.records import Purpose
-    from vramtune.tune.recommend import proof_room_bytes
+    from vramtune.tune.boundary import proof_room_bytes
     small, large = int(1.02e9), int(1.1e9)
     line = int(0.9 * large)  # 990 MB
     searched = [_at(rec(n, 800 + n // 4), large) for n in (16, 32, 64, 128, 256)]

@@ -211,7 +211,7 @@ def test_predictive_finds_the_bracket_in_fewer_trials_than_bisection():
     limit = 1.2e9 / MiB
     sp = predictive(limit)
     results, rounds, done = replay_rounds(quick_mib, sp)
-    from vramtune.tune.recommend import ruled_out
+    from vramtune.tune.boundary import ruled_out
     grid = candidates(sp)
     # a size that fits with less room than its proof keeps is past the edge (short_of_room)
     out = ruled_out(results, sp.limit_bytes)

@@ -183,7 +183,8 @@ def test_the_model_fitted_on_the_recorded_h200_trials_puts_the_edge_between_1920
 
 
 def test_the_planner_fits_a_gpu_pool_as_a_pool_and_a_cpu_figure_as_before():
-    from vramtune.tune.planner import POOL_REGION_BYTES, as_trial, search_space, uses_pool
+    from vramtune.tune.boundary import as_trial, uses_pool
+    from vramtune.tune.planner import POOL_REGION_BYTES, search_space
 
     def gpu(n: int, pool_mib: float, live_mib: float) -> TrialResult:
         return TrialResult(status=Status.OK, profile="quick", profile_hash="h", num_envs=n,

@@ -13,16 +13,11 @@ from benchmarks.replay import Curve, outcome
 from tests.sweeps import sweep_config, with_settings
 from vramtune.measure.wire import confirm_epoch_steps
 from vramtune.records import Purpose, Status, TrialResult
+from vramtune.tune.boundary import boundary_edge, over_failed_proof, short_of_room
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.planner import SearchMethod, Step, StepKind, candidates
 from vramtune.tune.proof import STEP_DOWN, confirming_step, edge_step
-from vramtune.tune.recommend import (
-    Objective,
-    boundary_edge,
-    choose,
-    over_failed_proof,
-    short_of_room,
-)
+from vramtune.tune.recommend import Objective, choose
 from vramtune.tune.request import SweepConfig
 from vramtune.tune.sweep import next_steps, search_outcome, trial_request
 from vramtune.units import format_bytes

@@ -177,7 +177,7 @@ def test_a_size_short_of_room_is_not_ranked_unless_a_proof_of_it_or_above_it_pas
     import dataclasses
 
     from vramtune.records import Purpose
-    from vramtune.tune.recommend import short_of_room
+    from vramtune.tune.boundary import short_of_room
 
     line = int(1.2e9)
 

@@ -6,8 +6,8 @@ import pytest
 from benchmarks.replay import Curve, grid_truth, outcome, replay
 
 from vramtune.records import Status, TrialResult
+from vramtune.tune.boundary import short_of_room
 from vramtune.tune.planner import SearchMethod, SearchSpace, candidates
-from vramtune.tune.recommend import short_of_room
 
 MiB = 2**20
 
