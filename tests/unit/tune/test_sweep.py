@@ -176,58 +176,6 @@ def test_quick_candidates_keep_four_unrolls_per_step():
     assert shape is not None and grow.is_valid(1152) and not grow.candidate(1152)
 
 
-def _run_without_lock(tmp_path):
-    from vramtune import machine
-    from vramtune.results.store import LOCK_FILE, RunHeader, create_run
-
-    directory = tmp_path / "run"
-    lock = create_run(directory, RunHeader(QUICK.name, QUICK.hash, QUICK.to_dict(), 10**9, 0.1,
-                                           machine.machine_summary(), machine.versions()))
-    lock.release()
-    (directory / LOCK_FILE).unlink()  # as a copied or hand-made run directory has it
-    return directory, directory / LOCK_FILE
-
-
-def test_a_refused_resume_leaves_the_run_directory_as_it_found_it(tmp_path):
-    """Found by the CLI fuzz pass: `sweep --resume RUN --profile other` was refused, but only
-    after it had made RUN/.lock. Every option is checked before the lock file is made."""
-    import pytest
-
-    from vramtune.errors import UserError
-    from vramtune.tune.prepare import prepare
-    from vramtune.tune.request import SweepRequest
-
-    directory, lock_file = _run_without_lock(tmp_path)
-    for bad in (dict(profile="ant"), dict(budget_bytes=2 * 10**9),
-                dict(start=4096, max_envs=128), dict(confirm_steps=0),
-                dict(cache=False)):  # it ran with the cache on
-        with pytest.raises(UserError):
-            prepare(SweepRequest(resume=directory, **bad))
-        assert not lock_file.exists(), bad
-
-
-def test_a_run_keeps_its_compile_cache_mode_on_resume(tmp_path):
-    """The cache moves CPU peaks by 130-190 MiB: a resumed run keeps the mode its trials ran
-    with (runs from before the mode was recorded used the cache everywhere)."""
-    from vramtune.tune.prepare import prepare
-    from vramtune.tune.request import SweepRequest
-    directory, _ = _run_without_lock(tmp_path)
-    prepared = prepare(SweepRequest(resume=directory))
-    try:
-        assert prepared.config.cache_under_cpu_cap is True  # legacy: "on"
-        assert prepared.header.search.cache == "on"
-    finally:
-        prepared.executor.close()
-        prepared.release()
-    fresh = prepare(SweepRequest(profile="quick", budget_bytes=10**9, out=tmp_path / "new"))
-    try:
-        assert fresh.header.search.cache == "auto" and not fresh.config.cache_under_cpu_cap
-        assert fresh.config.compile_cache_dir is not None  # used where it moves no peak
-    finally:
-        fresh.executor.close()
-        fresh.release()
-
-
 def test_a_results_file_of_thousands_of_sizes_is_planned_in_one_pass():
     """Found by the CLI fuzz pass: `sweep --resume` of a 20,000-line results file spent 132 s
     in alone_steps (one scan of every result per size). Bounded work: one pass now; the
@@ -337,31 +285,6 @@ def test_no_remeasurement_for_other_objectives_or_a_zero_budget():
     for cfg in (config(Objective.MAX_ENVS), replace(config(), speed_remeasure=0)):
         (step,) = next_steps(cfg, UNRESOLVED, cfg.space(), 1)
         assert step.phase is StepKind.REPEATING
-
-
-def test_a_resume_that_fails_after_locking_leaves_the_run_unlocked(tmp_path):
-    """A notebook keeps the failed call's frames (and so its lock) alive: a resume that fails
-    after taking the lock must release it, or the next try in that kernel is refused."""
-    import pytest
-
-    from vramtune.errors import UserError
-    from vramtune.results.store import lock_run
-    from vramtune.tune.prepare import prepare
-    from vramtune.tune.request import SweepRequest
-
-    class BrokenNvml:  # the device facts fail to read, after the lock is taken
-        notice = None
-
-        @property
-        def available(self):
-            raise UserError("NVML broke")
-
-    directory, _ = _run_without_lock(tmp_path)
-    with pytest.raises(UserError, match="NVML broke") as caught:
-        prepare(SweepRequest(resume=directory), nvml=BrokenNvml())
-    # ``caught`` holds the traceback, as a notebook's last error does
-    lock_run(directory).release()  # not held by the failed call
-    assert caught.value is not None
 
 
 def test_a_confirmation_is_sized_by_when_memory_settled_not_by_the_speed_window():
