@@ -87,7 +87,7 @@ def stand_in(config: SweepConfig, measured: Sequence[TrialResult], n: int) -> Tr
     side = [r for r in alone if (edge is not None and n >= edge) == past_boundary(r, limit)]
     pool = side or alone
     near = min(pool, key=lambda r: abs(math.log2(r.num_envs) - math.log2(n)))
-    shape = config.profile.shape_for(n, config.device_count)
+    shape = config.profile.shape_for(n, config.settings.devices)
     return replace(near, num_envs=n, batch_size=shape.batch_size if shape else near.batch_size,
                    num_minibatches=shape.num_minibatches if shape else near.num_minibatches,
                    notes=("estimated",))

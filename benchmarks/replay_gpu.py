@@ -53,15 +53,15 @@ def load(path: Path) -> tuple[RunHeader, list[TrialResult]]:
 
 def space_of(header: RunHeader, prior: SlopePrior | None) -> SearchSpace:
     prof = profile_from_dict(header.profile, source="header")
-    search = header.search or {}
+    recorded = header.search
 
     def shape_of(n: int) -> tuple[int, int, int] | None:
         shape = prof.shape_for(n, 1)
         return None if shape is None else (shape.batch_size, shape.num_minibatches,
                                            prof.unroll_length)
 
-    return SearchSpace(start=search.get("start") or prof.num_envs,
-                       max_envs=search.get("max_envs") or prof.max_envs, refine=None,
+    return SearchSpace(start=recorded.start or prof.num_envs,
+                       max_envs=recorded.max_envs or prof.max_envs, refine=None,
                        limit_bytes=headroom_limit_bytes(header.budget_bytes,
                                                         header.headroom_fraction),
                        is_valid=lambda n: prof.sweepable(n, 1),

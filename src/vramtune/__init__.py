@@ -7,13 +7,32 @@ The Python API (``vramtune.sweep``, ``vramtune.trial``, ``vramtune.recommend``, 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers and editors see of the lazy names below: their signatures
+    from vramtune.api import (
+        SweepRequest,
+        check,
+        doctor,
+        emit_config,
+        init_profile,
+        load_runs,
+        outcome,
+        prepare_sweep,
+        recommend,
+        run_prepared,
+        sweep,
+        sweep_request,
+        trial,
+        verify,
+    )
 
 __version__ = "0.2.0.dev0"
 
-_API = ("sweep", "sweep_request", "SweepRequest", "trial", "recommend", "prepare_sweep",
-        "run_prepared", "outcome",
-        "load_runs", "emit_config", "verify", "check", "doctor", "init_profile")
+__all__ = ["sweep", "sweep_request", "SweepRequest", "trial", "recommend", "prepare_sweep",
+           "run_prepared", "outcome",
+           "load_runs", "emit_config", "verify", "check", "doctor", "init_profile"]
+_API = frozenset(__all__)
 
 
 def __getattr__(name: str) -> Any:

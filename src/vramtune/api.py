@@ -463,7 +463,12 @@ def emit_config(run_dirs: RunsArg | None = None, *,
     chosen with ``objective`` (None: the sweeps' own, else throughput). ``run_dirs`` None:
     the run under ./vramtune-runs/ written last (``newest_run``).
     Pure: nothing is written; the CLI decides where the texts go."""
-    runs = _runs(newest_run() if run_dirs is None else run_dirs)
+    if run_dirs is None:
+        run_dirs = newest_run()
+        if is_parent_of_runs(run_dirs):  # one sweep per card: one config per card
+            raise UserError(f"the newest run, {run_dirs}, is a sweep per accelerator type: "
+                            f"emit_cards({str(run_dirs)!r}) gives one config per card")
+    runs = _runs(run_dirs)
     if not runs:
         raise UserError("emit_config needs at least one run directory")
     return _emit(runs, gpu_mem=gpu_mem, objective=objective, headroom=headroom, format=format,

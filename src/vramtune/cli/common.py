@@ -105,6 +105,8 @@ def with_options(flags: Mapping[str, Any]) -> Callable[[Callable[..., Any]], Cal
                   len(own))
         declared = []
         for name, flag in flags.items():
+            if not flag.flag:  # an option of the API's only
+                continue
             cli = flag.cli if flag.default is not None else typing.Optional[flag.cli]  # noqa: UP045
             declared.append(inspect.Parameter(
                 name, inspect.Parameter.KEYWORD_ONLY, default=flag.default,

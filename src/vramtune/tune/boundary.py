@@ -50,7 +50,7 @@ def fits(result: TrialResult, limit_bytes: int | None) -> bool:
 
 def over_failed_proof(results: Iterable[TrialResult], limit_bytes: int | None) -> dict[int, int]:
     """Sizes whose own run (search trial or run alone) peaked above the cap of a proof run
-    that ran out of memory held below the line (``sweep.proof_cap_bytes``: a CPU's proofs
+    that ran out of memory held below the line (``proof.proof_cap_bytes``: a CPU's proofs
     keep room for another run's jitter), with that cap. A proof of them would be a longer run
     of a size whose short run already went past such a cap: it is not spent, and the size
     does not fit. The largest such cap counts (rooms differ by size); a size with a proof run

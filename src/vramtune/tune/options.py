@@ -44,7 +44,7 @@ class Flag:
     ``read``: what turns the value into that field (None: taken as it is, checked by the
     request itself)."""
 
-    flag: str  # '--gpu-mem', or '--confirm/--no-confirm' for an on/off pair
+    flag: str  # '--gpu-mem', '--confirm/--no-confirm' for an on/off pair; '': the API's only
     help: str
     cli: type
     default: Any = None
@@ -137,6 +137,9 @@ class SweepOptions(TypedDict, total=False):
     ray_address: Annotated[str | None, Flag(
         "--ray-address", "Ray cluster to run on: auto, or HOST:PORT of its head (default: "
                          "start one on this machine).", str)]
+    gpu_type: Annotated[str | None, Flag(
+        "", "The Ray accelerator type every trial runs on (A100, H100, ...): one sweep of a "
+            "mixed cluster; the command line sweeps several with --gpu-types.", str)]
     gpu_types: Annotated[str | Sequence[str] | None, Flag(
         "--gpu-types", "Mixed cluster: one sweep per Ray accelerator type at once, e.g. "
                        "A100,H100; each its own run directory under --out.", str, read=_types)]

@@ -19,8 +19,10 @@ from vramtune.inputs import (
     MAX_REFINE,
     MAX_TRAINING_STEPS,
     as_cap,
+    as_choice,
     as_devices,
     as_fraction,
+    as_objective,
     as_parallel,
     check_int,
     check_num_envs,
@@ -97,6 +99,10 @@ class SweepRequest:
         check_text(self.ray_address, "--ray-address")
         check_text(self.gpu_type, "--gpu-types")
         object.__setattr__(self, "parallel", as_parallel(self.parallel))  # 'AUTO' -> 'auto'
+        # a request made directly with words ('bisect', 'knee') holds the enums parse() makes:
+        # the rules compare them by identity
+        object.__setattr__(self, "search", as_choice(self.search, SearchMethod, "search"))
+        object.__setattr__(self, "objective", as_objective(self.objective))
         if self.executor is not None and self.executor not in tuple(ExecutorKind):
             raise UserError(f"unknown executor {self.executor!r}: expected one of "
                             f"{', '.join(ExecutorKind)}")

@@ -50,7 +50,7 @@ pool's need fitted to what each reading brackets, an OOM one of the readings (it
 line; no shift), P(fits) from its posterior. Nothing failed yet, it aims at
 ``aim_pool_open``. Its misses fall back as above.
 
-It never proposes a size already measured (repeats are ``sweep.edge_step``'s business),
+It never proposes a size already measured (repeats are ``proof.edge_step``'s business),
 proposes only candidates, and stops when the boundary is bracketed, the refine budget is spent,
 nothing fails up to the largest candidate, the first size fails, or a trial ended in an error.
 ``Proposal.predicted`` is for display as 'predicted', never as a result.

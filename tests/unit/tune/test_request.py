@@ -118,3 +118,12 @@ def test_a_resumed_run_keeps_its_speed_margin_unless_told_otherwise():
     assert resolve(given, header).speed_margin == 0.01
     # a run that did not record it chose with the default
     assert resolve(SweepRequest(resume="run"), _header()).speed_margin == 0.02
+
+
+def test_a_request_made_with_words_holds_the_enums():
+    """SweepRequest(search='bisect') runs bisection with its refine default, as parse() does."""
+    config = resolve(SweepRequest("quick", search="bisect", objective="knee"))
+    assert config.settings.search is SearchMethod.BISECT and config.settings.refine == 3
+    assert config.objective is Objective.KNEE
+    with pytest.raises(UserError, match="search"):
+        SweepRequest("quick", search="sideways")  # type: ignore[arg-type]
