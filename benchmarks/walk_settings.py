@@ -183,8 +183,11 @@ def main() -> None:
     returns = sum(1 for i, m in enumerate(seq) if m in seq[:i])
     counts = {m: seq.count(m) for m in dict.fromkeys(seq)}
     print(f"{args.start}: {len(seq)} stays in {len(counts)} modules, {returns} returns")
-    for m, c in sorted(counts.items(), key=lambda kv: -kv[1]):
-        print(f"  {c:3d}  {m}")
+    try:
+        for m, c in sorted(counts.items(), key=lambda kv: -kv[1]):
+            print(f"  {c:3d}  {m}")
+    except BrokenPipeError:  # | head
+        pass
 
 
 if __name__ == "__main__":

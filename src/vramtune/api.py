@@ -62,7 +62,7 @@ from vramtune.results.store import (
     newest_run,
     trial_from_dict,
 )
-from vramtune.tune.alone import remeasure_left
+from vramtune.tune.alone import decide
 from vramtune.tune.bench import BenchOutcome, prepare_bench, run_bench, save_outcome
 from vramtune.tune.budgets import (
     CPU_NOTICE,
@@ -234,9 +234,7 @@ def run_prepared_sweeps(sweeps: Sequence[PreparedSweep],
 def outcome(prepared: PreparedSweep, *, interrupted: bool = False) -> SweepOutcome:
     """The recommendation over what the prepared sweep has measured so far."""
     config, state = prepared.config, prepared.state
-    rec = choose(state.results, config.budget_bytes, config.headroom_fraction,
-                 prepared.objective, margin=config.speed_margin,
-                 remeasure_left=remeasure_left(config, state.results))
+    rec = decide(config, state.results).rec
     stopped = state.final_step.reason if state.final_step and not interrupted else None
     if interrupted and rec.chosen is None and state.results:
         # Stopped with nothing fitting: "does not fit even at N" holds only where N is the

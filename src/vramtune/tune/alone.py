@@ -5,6 +5,7 @@ without a neighbour on the device, and an unresolved comparison is run again, in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 from vramtune.records import Objective, Purpose, Status, TrialResult
 from vramtune.tune.boundary import boundary_edge, fits
@@ -14,7 +15,7 @@ from vramtune.tune.planner import (
     StepKind,
     doubling_sizes,
 )
-from vramtune.tune.recommend import KNEE_TOLERANCE, choose, size_rates
+from vramtune.tune.recommend import KNEE_TOLERANCE, Recommendation, choose, size_rates
 from vramtune.tune.request import (
     DEFAULT_SPEED_MARGIN_FRACTION,
     SweepConfig,
@@ -28,8 +29,41 @@ from vramtune.tune.speed import (
 )
 
 
-def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
-                space: SearchSpace) -> list[Step]:
+class Decision:
+    """The pick as the records stand, decided once a round and only as far as asked (a
+    resumed file of thousands of sizes makes each ``choose`` costly): ``rec``, what the
+    proof proves and the outcome reports; ``remeasure_left``, whether an interleaved
+    re-measure pair may still run; ``open``, the pick as it stands with a pair left (what
+    asks for the pair)."""
+
+    def __init__(self, config: SweepConfig, results: Sequence[TrialResult]) -> None:
+        self._config, self._results = config, results
+
+    def _choose(self, remeasure_left: bool) -> Recommendation:
+        c = self._config
+        return choose(self._results, c.budget_bytes, c.headroom_fraction, c.objective,
+                      margin=c.speed_margin, remeasure_left=remeasure_left)
+
+    @cached_property
+    def open(self) -> Recommendation:
+        return self._choose(True)
+
+    @cached_property
+    def remeasure_left(self) -> bool:
+        return _remeasure_left(self._config, self._results, self)
+
+    @cached_property
+    def rec(self) -> Recommendation:
+        return self.open if self.remeasure_left else self._choose(False)
+
+
+def decide(config: SweepConfig, results: Sequence[TrialResult]) -> Decision:
+    """The sweep's ``Decision`` over ``results``."""
+    return Decision(config, results)
+
+
+def alone_steps(config: SweepConfig, results: Sequence[TrialResult], space: SearchSpace,
+                decision: Decision) -> list[Step]:
     """After the search: a size whose steps/s the objective compares and that has not run
     alone (its only fitting runs shared the device, or, for ``knee``, a size of the doubling
     ladder below the boundary the predictive search skipped). One at a time, from the largest
@@ -68,16 +102,16 @@ def alone_steps(config: SweepConfig, results: Sequence[TrialResult],
             continue  # ran alone and has no steps/s to compare: running it again will not help
         fastest = max(measured, key=lambda r: r.steps_per_s or 0.0)
         if best is not None and _clearly_slower(fastest, best, config.objective, config.speed_margin):
-            witness = _witness_below(config, results, sizes[i + 1:], measured, best, by_size)
+            witness = _witness_below(config, decision, sizes[i + 1:], measured, best, by_size)
             if witness is not None:
                 return [witness]
             break
         if best is None or (fastest.steps_per_s or 0.0) > (best.steps_per_s or 0.0):
             best = fastest
-    return remeasure_steps(config, results)
+    return remeasure_steps(config, results, decision)
 
 
-def _witness_below(config: SweepConfig, results: Sequence[TrialResult], below: Sequence[int],
+def _witness_below(config: SweepConfig, decision: Decision, below: Sequence[int],
                    measured: Sequence[TrialResult], best: TrialResult,
                    by_size: dict[int, list[TrialResult]]) -> Step | None:
     """Throughput: the walk would stop at a size whose one fitting run alone reads more than
@@ -90,7 +124,7 @@ def _witness_below(config: SweepConfig, results: Sequence[TrialResult], below: S
     (without one, a dip found could not be run again)."""
     if config.objective is not Objective.THROUGHPUT or len(measured) != 1 or not below:
         return None
-    if not remeasure_left(config, results):
+    if not decision.remeasure_left:
         return None
     rate, top = measured[0].steps_per_s or 0.0, best.steps_per_s or 0.0
     if not (rate > 0 and top > DIP_EDGE_RATIO * rate):
@@ -116,7 +150,8 @@ def remeasure_pairs(results: Sequence[TrialResult]) -> int:
     return extra // 2
 
 
-def remeasure_left(config: SweepConfig, results: Sequence[TrialResult]) -> bool:
+def _remeasure_left(config: SweepConfig, results: Sequence[TrialResult],
+                    decision: Decision) -> bool:
     """May the sweep still run an interleaved re-measure pair? Not past ``speed_remeasure``
     pairs, and not once the pairs run so far show that the ones left could not settle the
     comparison (``speed.can_resolve``: the interval predicted from the intervals a pair adds
@@ -127,8 +162,7 @@ def remeasure_left(config: SweepConfig, results: Sequence[TrialResult]) -> bool:
         return False
     if done == 0 or config.objective is not Objective.THROUGHPUT:
         return True
-    rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective,
-                 margin=config.speed_margin, remeasure_left=True)
+    rec = decision.open
     if rec.speed is None or len(rec.remeasure) != 2:
         return True
     fastest, contender = rec.remeasure
@@ -162,17 +196,17 @@ def remeasure_wall_s(results: Sequence[TrialResult]) -> float:
     return wall
 
 
-def remeasure_steps(config: SweepConfig, results: Sequence[TrialResult]) -> list[Step]:
+def remeasure_steps(config: SweepConfig, results: Sequence[TrialResult],
+                    decision: Decision) -> list[Step]:
     """Throughput: when the pick rests on an unresolved comparison, run the two sizes again,
     alone and interleaved so that load and thermal drift hit both: A B, then B A (a linear
     drift cancels over the two pairs), up to ``speed_remeasure`` pairs per sweep."""
     if config.objective is not Objective.THROUGHPUT:
         return []
-    if not remeasure_left(config, results):
+    if not decision.remeasure_left:
         return []
     done = remeasure_pairs(results)
-    rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective,
-                 margin=config.speed_margin, remeasure_left=True)
+    rec = decision.open
     if len(rec.remeasure) != 2:
         return []
     a, b = rec.remeasure

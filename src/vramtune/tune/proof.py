@@ -17,10 +17,10 @@ from vramtune.measure.wire import (
 )
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune import search
-from vramtune.tune.alone import remeasure_left
+from vramtune.tune.alone import Decision
 from vramtune.tune.boundary import PROOF_RUNS, as_trial, fits, past_boundary, ruled_out, uses_pool
 from vramtune.tune.planner import SearchMethod, SearchSpace, Step, StepKind, candidates, search_space
-from vramtune.tune.recommend import RANKED, choose
+from vramtune.tune.recommend import RANKED
 from vramtune.tune.request import (
     SweepConfig,
 )
@@ -108,7 +108,7 @@ def _room_words(config: SweepConfig, cap: int | None) -> str:
             f"{format_bytes(limit)} line, room for another run's jitter")
 
 
-def edge_step(config: SweepConfig, results: Sequence[TrialResult],
+def edge_step(config: SweepConfig, results: Sequence[TrialResult], decision: Decision,
               space: SearchSpace | None = None) -> Step | None:
     """After the search: prove the chosen size, or None when it is proven.
 
@@ -118,8 +118,7 @@ def edge_step(config: SweepConfig, results: Sequence[TrialResult],
     less one refinement step, at the line on a GPU. A failure moves the boundary below that
     size (``recommend.choose``), and the next smaller fitting size is proven in turn.
     """
-    rec = choose(results, config.budget_bytes, config.headroom_fraction, config.objective,
-                 margin=config.speed_margin, remeasure_left=remeasure_left(config, results))
+    rec = decision.rec
     if rec.chosen is None:
         return None
     n = rec.chosen.num_envs

@@ -24,7 +24,7 @@ from vramtune.records import Purpose, TrialResult
 from vramtune.results.store import (
     append_result,
 )
-from vramtune.tune.alone import alone_steps
+from vramtune.tune.alone import alone_steps, decide
 from vramtune.tune.boundary import past_boundary, past_labels, ruled_out
 from vramtune.tune.planner import SearchSpace, Step, StepKind, plan_round
 from vramtune.tune.prepare import PreparedSweep, SweepState
@@ -57,10 +57,11 @@ def next_steps(config: SweepConfig, results: Sequence[TrialResult], space: Searc
         steps = search_round(results, space, parallel)
         if steps[0].phase is not StepKind.DONE:
             return steps
-    alone = alone_steps(config, results, space)
+    decision = decide(config, results)  # once a round: the runs alone and the proof read it
+    alone = alone_steps(config, results, space, decision)
     if alone:
         return alone
-    proof = edge_step(config, results, space)
+    proof = edge_step(config, results, decision, space)
     return [proof] if proof is not None and proof.num_envs is not None else []
 
 

@@ -13,6 +13,7 @@ from benchmarks.replay import Curve, outcome
 from tests.sweeps import sweep_config, with_settings
 from vramtune.measure.wire import confirm_epoch_steps
 from vramtune.records import Purpose, Status, TrialResult
+from vramtune.tune.alone import decide
 from vramtune.tune.boundary import boundary_edge, over_failed_proof, short_of_room
 from vramtune.tune.model import SlopePrior
 from vramtune.tune.planner import SearchMethod, Step, StepKind, candidates
@@ -51,10 +52,10 @@ def test_a_repeat_that_errors_ends_the_proof_and_the_size_stays_unproven():
     results = [r(256), r(512), r(1024, Status.OOM),
                r(512, Status.ERROR, purpose=Purpose.REPEAT)]
     config = _config(confirm=False)
-    step = edge_step(config, results)
+    step = edge_step(config, results, decide(config, results))
     assert step is not None and step.num_envs == 256  # 512 unproven: the next smaller is proven
     results.append(r(256, purpose=Purpose.REPEAT))
-    assert edge_step(config, results) is None
+    assert edge_step(config, results, decide(config, results)) is None
     assert next_steps(config, results, config.space()) == []
     assert choose(results, int(1.2 * GB), 0.1, Objective.MAX_ENVS).chosen.num_envs == 256
 
@@ -67,8 +68,8 @@ def test_a_passing_confirmation_does_not_change_the_pick_it_proved():
     results.append(r(first.num_envs, sps=1400, lo=1050, hi=1500, purpose=Purpose.CONFIRM))
     again = choose(results, int(1.2 * GB), 0.1)
     assert again.chosen is first and again.confirmation is results[-1]
-    assert edge_step(sweep_config(load_profile("quick"), int(1.2 * GB), 0.1, 256, 4096, 0),
-                     results) is None
+    config = sweep_config(load_profile("quick"), int(1.2 * GB), 0.1, 256, 4096, 0)
+    assert edge_step(config, results, decide(config, results)) is None
 
 
 def test_a_smaller_budget_does_not_trust_rss_from_a_larger_cap():

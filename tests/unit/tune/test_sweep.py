@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tests.sweeps import sweep_config, with_settings
 from vramtune.records import Purpose, Status, TrialResult
-from vramtune.tune.alone import alone_steps
+from vramtune.tune.alone import alone_steps, decide
 from vramtune.tune.planner import SearchMethod, Step, StepKind
 from vramtune.tune.proof import edge_step
 from vramtune.tune.recommend import Objective
@@ -77,7 +77,7 @@ def test_shared_fits_are_measured_alone_from_the_top_until_clearly_slower():
     slower = [*done, rec(1024, sps=8_500, purpose=Purpose.ALONE)]
     # 1024 is clearly slower than 1408 (by 1.18x, as neighbours differ undisturbed): 256 is not
     # measured again; the pick's proof follows
-    assert alone_steps(cfg, slower, cfg.space()) == []
+    assert alone_steps(cfg, slower, cfg.space(), decide(cfg, slower)) == []
     (proof,) = next_steps(cfg, slower, cfg.space(), 2)
     assert (proof.phase, proof.num_envs) == (StepKind.REPEATING, 1408)
 
@@ -91,7 +91,7 @@ def test_a_stop_on_a_drop_past_the_edge_ratio_measures_the_size_below_first():
     shared = [replace(r, shared_run=True) for r in SEARCHED]
     dropped = [*shared, rec(1408, sps=10_000, purpose=Purpose.ALONE),
                rec(1024, sps=6_000, purpose=Purpose.ALONE)]
-    (step,) = alone_steps(cfg, dropped, cfg.space())
+    (step,) = alone_steps(cfg, dropped, cfg.space(), decide(cfg, dropped))
     assert (step.phase, step.num_envs) == (StepKind.ALONE, 256)
     assert step.reason == (
         "measuring 256 envs alone: 1024 read 6,000 steps/s on its one run alone, 1408 above it "
@@ -99,19 +99,19 @@ def test_a_stop_on_a_drop_past_the_edge_ratio_measures_the_size_below_first():
         "disturbed run from a slower size")
     assert trial_request(cfg, dropped, step).purpose is Purpose.ALONE
     slower = [*dropped, rec(256, sps=6_100, purpose=Purpose.ALONE)]
-    assert alone_steps(cfg, slower, cfg.space()) == []  # no dip: 1408's proof follows
+    assert alone_steps(cfg, slower, cfg.space(), decide(cfg, slower)) == []  # no dip: 1408's proof follows
     dip = [*dropped, rec(256, sps=9_000, purpose=Purpose.ALONE)]
-    steps = alone_steps(cfg, dip, cfg.space())
+    steps = alone_steps(cfg, dip, cfg.space(), decide(cfg, dip))
     assert sorted(s.num_envs for s in steps) == [1024, 1408]
     assert "1024's one run is a dip (256 and 1408 on either side" in steps[0].reason
     # not once no re-measure pair is left: a dip found could not be run again
     spent = replace(cfg, speed_remeasure=0)
-    assert alone_steps(spent, dropped, spent.space()) == []
+    assert alone_steps(spent, dropped, spent.space(), decide(spent, dropped)) == []
     # not for a size known from two runs, nor for the other objectives
     twice = [*dropped, rec(1024, sps=6_200, purpose=Purpose.ALONE)]
-    assert alone_steps(cfg, twice, cfg.space()) == []
+    assert alone_steps(cfg, twice, cfg.space(), decide(cfg, twice)) == []
     knee = config(Objective.KNEE)
-    assert 256 not in [s.num_envs for s in alone_steps(knee, dropped, knee.space())]
+    assert 256 not in [s.num_envs for s in alone_steps(knee, dropped, knee.space(), decide(knee, dropped))]
 
 
 def test_a_tie_keeps_walking_down():
@@ -119,7 +119,7 @@ def test_a_tie_keeps_walking_down():
     shared = [replace(r, shared_run=True) for r in SEARCHED]
     tied = [*shared, rec(1408, sps=10_000, purpose=Purpose.ALONE),
             rec(1024, sps=9_950, purpose=Purpose.ALONE)]
-    assert [s.num_envs for s in alone_steps(cfg, tied, cfg.space())] == [256]
+    assert [s.num_envs for s in alone_steps(cfg, tied, cfg.space(), decide(cfg, tied))] == [256]
 
 
 def test_knee_measures_the_ladder_below_the_boundary_alone():
@@ -133,31 +133,31 @@ def test_knee_measures_the_ladder_below_the_boundary_alone():
     assert trial_request(cfg, close, step).purpose is Purpose.ALONE
     # 512 is more than 5% below: the walk stops, the pick is proven next
     more = [*close, rec(512, sps=8_000, purpose=Purpose.ALONE)]
-    assert alone_steps(cfg, more, cfg.space()) == []
+    assert alone_steps(cfg, more, cfg.space(), decide(cfg, more)) == []
     # 1024 already more than 5% below 1408: nothing below it can be the knee
-    assert alone_steps(cfg, SEARCHED, cfg.space()) == []
+    assert alone_steps(cfg, SEARCHED, cfg.space(), decide(cfg, SEARCHED)) == []
 
 
 def test_max_envs_needs_only_the_largest_alone():
     cfg = config(Objective.MAX_ENVS)
     shared = [replace(r, shared_run=True) for r in SEARCHED]
-    assert [s.num_envs for s in alone_steps(cfg, shared, cfg.space())] == [1408]
+    assert [s.num_envs for s in alone_steps(cfg, shared, cfg.space(), decide(cfg, shared))] == [1408]
     done = [*shared, rec(1408, purpose=Purpose.ALONE)]
-    assert alone_steps(cfg, done, cfg.space()) == []
+    assert alone_steps(cfg, done, cfg.space(), decide(cfg, done)) == []
 
 
 def test_a_size_that_ran_alone_without_steps_is_not_run_again():
     cfg = config(Objective.MAX_ENVS)
     shared = [replace(r, shared_run=True) for r in SEARCHED]
     no_speed = [*shared, replace(rec(1408, purpose=Purpose.ALONE), steps_per_s=None)]
-    assert alone_steps(cfg, no_speed, cfg.space()) == []
+    assert alone_steps(cfg, no_speed, cfg.space(), decide(cfg, no_speed)) == []
 
 
 def test_a_failure_alone_moves_the_boundary_and_the_walk_with_it():
     cfg = config(Objective.MAX_ENVS)
     shared = [replace(r, shared_run=True) for r in SEARCHED]
     failed = [*shared, rec(1408, Status.OOM, purpose=Purpose.ALONE)]
-    assert [s.num_envs for s in alone_steps(cfg, failed, cfg.space())] == [1024]
+    assert [s.num_envs for s in alone_steps(cfg, failed, cfg.space(), decide(cfg, failed))] == [1024]
 
 
 def test_bisect_config_keeps_todays_refine_default():
@@ -188,7 +188,7 @@ def test_a_results_file_of_thousands_of_sizes_is_planned_in_one_pass():
     space = SearchSpace(start=4, max_envs=80_000, refine=0, limit_bytes=int(1.2e9),
                         is_valid=lambda n: True)
     started = time.perf_counter()
-    steps = alone_steps(config(), results, space)
+    steps = alone_steps(config(), results, space, decide(config(), results))
     assert time.perf_counter() - started < 10
     assert [s.num_envs for s in steps] == [80_000]  # the largest fitting size, run alone
 
@@ -256,7 +256,7 @@ def test_an_unresolved_pick_is_remeasured_interleaved_then_proven():
 def test_remeasuring_stops_when_the_pairs_left_could_not_settle_it():
     """±10% noise and 3% apart: after one pair the interval is 0.92-1.02; two more pairs
     like it would narrow it to about 0.94-1.01, still across 1, so none is run."""
-    from vramtune.tune.alone import remeasure_left, remeasure_pairs
+    from vramtune.tune.alone import remeasure_pairs
     from vramtune.tune.recommend import choose
 
     cfg = config()
@@ -264,11 +264,11 @@ def test_remeasuring_stops_when_the_pairs_left_could_not_settle_it():
     steps = next_steps(cfg, results, cfg.space(), 1)
     results += [timed(s.num_envs, [{1024: 9_700, 1408: 10_000}[s.num_envs] * x for x in NOISY],
                       Purpose.ALONE) for s in steps]
-    assert remeasure_pairs(results) == 1 and not remeasure_left(cfg, results)
+    assert remeasure_pairs(results) == 1 and not decide(cfg, results).remeasure_left
     (step,) = next_steps(cfg, results, cfg.space(), 1)
     assert step.phase is StepKind.REPEATING and step.num_envs == 1408
     done = choose(results, cfg.budget_bytes, cfg.headroom_fraction,
-                  remeasure_left=remeasure_left(cfg, results))
+                  remeasure_left=decide(cfg, results).remeasure_left)
     assert done.chosen.num_envs == 1408 and "no re-measurement left" in done.reasons[1408]
 
 
@@ -308,7 +308,8 @@ def test_the_proof_run_is_sized_from_the_run_whose_memory_took_longest_to_settle
     cfg = config(confirm=True)
     search = replace(rec(256), training_steps=30, memory_steady_steps=20)
     alone = replace(rec(256, purpose=Purpose.ALONE), training_steps=500, memory_steady_steps=5)
-    step = edge_step(cfg, [search, alone, rec(512, Status.OOM)])
+    results = [search, alone, rec(512, Status.OOM)]
+    step = edge_step(cfg, results, decide(cfg, results))
     assert step is not None and step.num_envs == 256
     assert "200 training steps" in step.reason, step.reason
 
