@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, TypedDict, get_type_hints
 
@@ -167,7 +166,5 @@ def request_fields(options: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for name, value in options.items():
         flag = flags[name]
-        if isinstance(value, Enum) and flag.read is None:
-            value = value.value
         fields[flag.field or name] = value if flag.read is None else flag.read(value)
     return fields
