@@ -26,13 +26,17 @@ class Status(StrEnum):
     CRASH = "crash"  # killed by a signal, or exited without a result
     INVALID = "invalid"  # rejected by Brax's rules before launch
     ERROR = "error"  # any other exception; the message is kept
+    # MJX-Warp's contact or constraint buffers were too small for what the steps asked:
+    # contacts or constraint rows were dropped, so the physics was not the user's
+    OVERFLOW = "overflow"
 
 
 FAILED_BY_MEMORY = frozenset({Status.OOM})
 # Past the boundary whatever the peak: the size ran out, crashed (under a CPU cap some OOMs
 # end by a signal) or ran past its time limit.
 BOUNDARY_FAILURES = frozenset({Status.OOM, Status.TIMEOUT, Status.CRASH})
-STOPPERS = frozenset({Status.ERROR, Status.INVALID})  # not a memory limit: fix the workload
+# Not a memory limit: fix the workload (an overflow: raise the capacity it names)
+STOPPERS = frozenset({Status.ERROR, Status.INVALID, Status.OVERFLOW})
 PARALLEL_AUTO = "auto"  # --parallel auto: K planned from the device by the executor
 MAX_PARALLEL = 1024  # trials at once: far above any card's count of capped trials
 
@@ -157,6 +161,25 @@ class TrialResult:
     # the stand-ins vramtune.compat.patch_brax put in for brax in the trial's process (jax
     # functions brax main no longer calls); [] none were needed; None: not recorded
     stack_patches: list[str] | None = None
+    # MJX-Warp (measure/contacts.py): the capacities in force, the contact probe's demand
+    # (largest over its steps; contacts all worlds together and per world, constraint rows
+    # likewise), the overflows it saw (capacities, apart from solver-iteration limits), and
+    # Warp's kernel builds (cold: built now; warm: loaded from Warp's kernel cache). None:
+    # not a Warp environment
+    warp_naconmax: int | None = None
+    warp_njmax: int | None = None
+    warp_probe_steps: int | None = None
+    warp_probe_s: float | None = None
+    warp_contacts_max: int | None = None
+    warp_contacts_per_world_max: int | None = None
+    warp_constraint_rows_max: int | None = None
+    warp_constraint_rows_per_world_max: int | None = None
+    warp_overflow: list[str] | None = None
+    warp_solver_limits: list[str] | None = None
+    warp_kernel_cache: str | None = None
+    warp_kernels_compiled: int | None = None
+    warp_kernels_cached: int | None = None
+    warp_kernel_build_s: float | None = None
     gpu_name: str | None = None
     gpu_driver: str | None = None
     gpu_total_bytes: int | None = None

@@ -271,10 +271,11 @@ def sweep(
         # A write failed after trials ran (disk full): the table first, then the one line.
         _print_outcome(prepared, json_out, interrupted=True, wide=wide)
         raise
-    if state.results and any(r.status is Status.ERROR for r in state.results) and not json_out:
-        errors = [r for r in state.results if r.status is Status.ERROR]
+    errors = [r for r in state.results if r.status in (Status.ERROR, Status.OVERFLOW)]
+    if errors and not json_out:
         last = (errors[0].error_message or "").strip().splitlines()[-1:] or [""]
-        err_console.print(f"[red]error in num_envs={errors[0].num_envs}:[/] {escape(last[0])}")
+        err_console.print(f"[red]{errors[0].status} in num_envs={errors[0].num_envs}:[/] "
+                          f"{escape(last[0])}")
     raise typer.Exit(code)
 
 

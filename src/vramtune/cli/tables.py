@@ -26,7 +26,7 @@ from vramtune.views.gate_table import bench_heading, bench_terminal_table, bench
 from vramtune.views.tables import Column, Table, short_form
 
 _STATUS_STYLE = {"ok": "green", "oom": "red", "timeout": "yellow", "crash": "red",
-                 "invalid": "magenta", "error": "red"}
+                 "invalid": "magenta", "error": "red", "overflow": "red"}
 
 CellStyle = Callable[[int, str, str], str | None]  # (row, column key, cell text) -> rich style
 

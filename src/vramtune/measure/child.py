@@ -19,6 +19,13 @@ import time
 import traceback
 from typing import Any
 
+from vramtune.measure.contacts import (
+    CONTACT_STEPS_MAX,
+    KernelBuilds,
+    probe_contacts,
+    warp_impl,
+    watch_kernel_builds,
+)
 from vramtune.measure.counters import ThreadInstructions, per_step
 from vramtune.measure.probe import rlimit_data_in_force, runtime_devices, set_rlimit_data
 from vramtune.measure.rates import median_interval
@@ -32,6 +39,7 @@ from vramtune.measure.wire import (
 )
 from vramtune.records import MAX_RECORDED_INTERVALS
 from vramtune.results.files import write_atomic
+from vramtune.workload.sources import parse_source
 
 
 def emit(**event: Any) -> None:
@@ -285,6 +293,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     result: dict[str, Any] = {}
     phase = "import"
     data_segment = _DataSegment()
+    kernels: KernelBuilds | None = None
     # Before JAX starts its thread pools: an inherited counter then counts all of them
     counter: ThreadInstructions | None = ThreadInstructions()
     try:
@@ -325,8 +334,11 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         phase = "build_env"
         emit(phase="building")
         _allow_imports_from(spec.import_path)
+        # Before the env is built: putting a Warp model may build kernels already
+        kernels = watch_kernel_builds() if parse_source(profile.env).kind != "brax" else None
         environment, extra = build_environment(profile, spec.num_envs,
                                                lambda info: emit(workload=info))
+        on_warp = warp_impl(environment)
         phase = "train"
         measure = profile.measure
         num_envs, batch_size = spec.num_envs, spec.batch_size
@@ -462,6 +474,16 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                                f"{measure.min_intervals} steady intervals were needed")
         result.update(status="ok", memory_steady=steady(
             history, measure.steady_intervals, measure.steady_tolerance))
+        if on_warp:
+            # After training, with the cap's figure taken first: the probe holds one state
+            # per env, far less than the training's rollout, but it is not the user's program
+            if data_segment.is_alive() or data_segment.peak_bytes is not None:
+                data_segment.read()
+                result["host_peak_data_bytes"] = data_segment.peak_bytes
+            phase = "contacts"
+            emit(phase="probing contacts")
+            steps = measure.contact_steps or min(profile.episode_length, CONTACT_STEPS_MAX)
+            result.update(probe_contacts(environment, num_envs, steps))
         if rates:
             timed = marks[measure.warmup_intervals:]
             low, high = median_interval(rates)
@@ -483,8 +505,11 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                       error_where=f"{phase}: {_location(exc)}")
     if counter is not None:
         counter.close()
+    if kernels is not None:
+        result.update(kernels.fields())
     _memory_stats(result)
-    if data_segment.is_alive() or data_segment.peak_bytes is not None:
+    if "host_peak_data_bytes" not in result and (data_segment.is_alive()
+                                                 or data_segment.peak_bytes is not None):
         data_segment.read()
         result["host_peak_data_bytes"] = data_segment.peak_bytes
     return result

@@ -21,6 +21,7 @@ from typing import Any
 
 from vramtune import machine
 from vramtune.measure.cap import CAP_TOLERANCE, Cap, plan_cap
+from vramtune.measure.contacts import overflow_words
 from vramtune.measure.nvml import GpuMonitor, Nvml
 from vramtune.measure.oom import cap_not_applied, classify_text, diagnosed_death, split_noise
 from vramtune.measure.process import (
@@ -98,6 +99,12 @@ def classify(child: ChildReport | None, exit_code: int | None, timed_out: bool,
     if timed_out:
         return Status.TIMEOUT, None, "killed at the time limit"
     if child is not None and child.status == "ok":
+        if child.warp_overflow:
+            return Status.OVERFLOW, "capacity overflow", overflow_words(
+                child.warp_overflow, naconmax=child.warp_naconmax, njmax=child.warp_njmax,
+                contacts=child.warp_contacts_max,
+                contacts_per_world=child.warp_contacts_per_world_max,
+                rows_per_world=child.warp_constraint_rows_per_world_max)
         return Status.OK, None, None
     if child is not None and child.status == "error":
         message = child.error_message or ""

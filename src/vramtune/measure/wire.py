@@ -107,6 +107,25 @@ class ChildReport:
     memory_steady_steps: int | None = None
     # what vramtune.compat.patch_brax put in for brax in this process ([]: nothing was needed)
     stack_patches: list[str] | None = None
+    # MJX-Warp (measure/contacts.py): the capacities in force, the contact probe's demand
+    # (largest over its steps; contacts all worlds together and per world, constraint rows
+    # likewise), the overflows it saw (capacities, apart from solver-iteration limits), and
+    # Warp's kernel builds (cold: built now; warm: loaded from Warp's kernel cache). None:
+    # not a Warp environment
+    warp_naconmax: int | None = None
+    warp_njmax: int | None = None
+    warp_probe_steps: int | None = None
+    warp_probe_s: float | None = None
+    warp_contacts_max: int | None = None
+    warp_contacts_per_world_max: int | None = None
+    warp_constraint_rows_max: int | None = None
+    warp_constraint_rows_per_world_max: int | None = None
+    warp_overflow: list[str] | None = None
+    warp_solver_limits: list[str] | None = None
+    warp_kernel_cache: str | None = None
+    warp_kernels_compiled: int | None = None
+    warp_kernels_cached: int | None = None
+    warp_kernel_build_s: float | None = None
     error_type: str | None = None
     error_message: str | None = None
     error_where: str | None = None

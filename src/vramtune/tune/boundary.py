@@ -231,5 +231,6 @@ def failure_words(r: TrialResult, limit_bytes: int | None = None,
     if r.status is Status.CRASH and r.error_type:
         return f"crashed ({r.error_type})"
     return {Status.OOM: "out of memory", Status.TIMEOUT: "timed out", Status.CRASH: "crashed",
-            Status.INVALID: "invalid batch settings", Status.ERROR: "error"}.get(r.status,
+            Status.INVALID: "invalid batch settings", Status.ERROR: "error",
+            Status.OVERFLOW: "MJX-Warp buffer overflow"}.get(r.status,
                                                                                 str(r.status))

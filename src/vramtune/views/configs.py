@@ -19,6 +19,7 @@ from vramtune.measure.cap import DEFAULT_GPU_FRACTION
 from vramtune.records import Objective, Status, TrialResult
 from vramtune.schema import printable
 from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
+from vramtune.tune.capacity import warp_capacities
 from vramtune.tune.recommend import Recommendation, weighed_speeds
 from vramtune.units import both_units, budget_label, format_bytes
 from vramtune.views.sweep_table import row_reason
@@ -28,7 +29,7 @@ from vramtune.workload.profile import Profile, safe_name
 
 PREALLOCATE_VAR = "XLA_PYTHON_CLIENT_PREALLOCATE"
 
-HYDRA_TOP_KEYS = ("network", "hydra")  # beside the prefix's, in a Hydra file
+HYDRA_TOP_KEYS = ("network", "hydra", "env_config")  # beside the prefix's, in a Hydra file
 
 
 class ConfigFormat(StrEnum):
@@ -215,6 +216,9 @@ def render(source: Measurements, emission: Emission, fmt_: ConfigFormat = Config
     comments = header_comments(source, emission, fmt_)
     timesteps = [] if num_timesteps is not None else [
         "num_timesteps is not set: vramtune measured speed and memory, not training length"]
+    capacities = warp_capacities(chosen, profile.env_kwargs)
+    comments += [f"MJX-Warp {c.words}" for c in capacities]
+    sized = {c.key: c.value for c in capacities}
     if fmt_ is ConfigFormat.PLAYGROUND:
         params = dict(kwargs)
         if network:
@@ -227,19 +231,25 @@ def render(source: Measurements, emission: Emission, fmt_: ConfigFormat = Config
                  "before JAX starts"]
         if num_timesteps is None:
             timesteps = ["num_timesteps is not set: keep brax_ppo_config's"]
-        body = _dump({"ppo_params": params}) + _comment(env_notes) + _dump({"xla_env": env})
+        if sized:
+            usage.append("  env = registry.load(env_name, config_overrides="
+                         "cfg['env_config_overrides'])")
+        body = _dump({"ppo_params": params}) + (
+            _dump({"env_config_overrides": sized}) if sized else "")
+        body += _comment(env_notes) + _dump({"xla_env": env})
         return _comment(comments + timesteps + usage) + body
     if fmt_ is ConfigFormat.HYDRA:  # top-level keys: HYDRA_TOP_KEYS and the prefix's first
         override = hydra_overrides(emission, hydra_prefix)
         usage = [f"override: {override}",
                  "hydra.job.env_set sets the XLA variables for the job before JAX starts"]
         body = _dump(_nest(hydra_prefix, kwargs)) + (_dump({"network": network}) if network else "")
+        body += _dump({"env_config": sized}) if sized else ""
         body += _comment(env_notes) + _dump({"hydra": {"job": {"env_set": env}}})
         return "# @package _global_\n" + _comment(comments + timesteps + usage) + body
     environment = {k: v for k, v in (("env", profile.env), ("backend", profile.backend),
                                      ("impl", profile.impl)) if v}
-    if profile.env_kwargs:
-        environment["env_kwargs"] = dict(profile.env_kwargs)
+    if profile.env_kwargs or sized:
+        environment["env_kwargs"] = {**profile.env_kwargs, **sized}
     usage = ["usage (Brax): set xla_env before JAX starts, then",
              "  ppo.train(environment, num_timesteps=N, **cfg['ppo'], network_factory="
              "functools.partial(ppo_networks.make_ppo_networks, **cfg['network']))"]

@@ -8,6 +8,7 @@ figures are never mistaken for VRAM.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -33,6 +34,9 @@ re-measured with nothing beside it); shared_run = it ran beside other trials, so
 verdict holds and its steps/s are not comparable; budget_share =
 peak / budget; steps_per_s_ci_low/high = the 95% interval of steps/s, where measured;
 relative_speed = steps/s over the best the recommender could choose."""
+WARP_COLUMNS = ("contacts_max", "naconmax", "constraint_rows_per_world_max", "njmax")
+"""Appended where a trial stepped MJX-Warp: the contact probe's largest demand (contacts,
+all worlds together; constraint rows, the fullest world) beside the capacity in force."""
 
 
 def comparison_frame(results: Sequence[TrialResult], rec: Recommendation,
@@ -64,6 +68,11 @@ def comparison_frame(results: Sequence[TrialResult], rec: Recommendation,
                                 dtype="boolean"),
         "reason": pd.array([row_reason(r, rec) for r in ordered], dtype="string"),
     })
+    if not trials["warp_naconmax"].isna().all():
+        for column in WARP_COLUMNS:
+            frame[column] = trials[{"naconmax": "warp_naconmax", "njmax": "warp_njmax"}.get(
+                column, f"warp_{column}")]
+        return frame[[*RAW_COLUMNS, *WARP_COLUMNS]]
     return frame[list(RAW_COLUMNS)]
 
 
@@ -128,7 +137,7 @@ def unsettled_note(results: Sequence[TrialResult]) -> str | None:
             f"interleaved")
 
 
-def _columns(gpu: bool, capped: bool, ci: bool) -> tuple[Column, ...]:
+def _columns(gpu: bool, capped: bool, ci: bool, warp: bool) -> tuple[Column, ...]:
     """Headers that say which memory each column is: VRAM on GPU, host RAM on CPU; the figure
     the cap counts is called capped only where a trial ran under a cap (uncapped, it is the
     same measurement with nothing holding it).
@@ -152,10 +161,19 @@ def _columns(gpu: bool, capped: bool, ci: bool) -> tuple[Column, ...]:
             Column("budget_share", "% budget" if gpu else "% budget (host)", "right",
                    optional=True),
             Column("compile_s", "compile s", "right", priority=7),
+            *((Column("contacts", "contacts / naconmax", "right", priority=6),
+               Column("rows", "rows/world / njmax", "right", priority=6)) if warp else ()),
             Column("steps_per_s", "steps/s", "right"), *ci_column,
             Column("steps_per_s_per_env", "steps/s/env", "right", priority=8),
             Column("vs_best", "vs best", "right", priority=5),
             Column("why", "why", wrap=True, footnote=True))
+
+
+def _demand(col: dict[str, list[Any]], demand: str, capacity: str, i: int) -> str:
+    """'131 / 10,000': what the probe saw beside the capacity (n/a: not measured)."""
+    if demand not in col:
+        return fmt.NA
+    return f"{_number(col[demand][i], ',')} / {_number(col[capacity][i], ',')}"
 
 
 def _number(value: float | None, spec: str) -> str:
@@ -194,11 +212,13 @@ def sweep_table(results: Sequence[TrialResult], rec: Recommendation,
             "steps_ci": _interval(col["steps_per_s"][i], col["steps_per_s_ci_low"][i],
                                   col["steps_per_s_ci_high"][i]),
             "steps_per_s_per_env": _number(col["steps_per_s_per_env"][i], ",.1f"),
-            "vs_best": fmt.percent(col["relative_speed"][i]), "why": col["reason"][i]})
+            "vs_best": fmt.percent(col["relative_speed"][i]), "why": col["reason"][i],
+            "contacts": _demand(col, "contacts_max", "naconmax", i),
+            "rows": _demand(col, "constraint_rows_per_world_max", "njmax", i)})
     any_cap = any(r.cap_bytes is not None for r in results)
     # The interval's column exists only where some trial measured one, so the files of runs
     # without it keep their columns.
     ci = any(v is not None for v in col["steps_per_s_ci_low"])
-    columns = _columns(any_gpu(results), any_cap, ci)
+    columns = _columns(any_gpu(results), any_cap, ci, "naconmax" in col)
     return Table.from_rows(columns, ([row[c.key] for c in columns] for row in rows), data=raw,
                            strong=[bool(v) for v in col["recommended"]])

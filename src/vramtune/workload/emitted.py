@@ -21,6 +21,9 @@ from vramtune.workload.sources import MANAGED_PPO_KEYS
 _HEADER = re.compile(r"^# vramtune emit-config \(([a-z]+)\): profile (\S+) \(([0-9a-f]{16})\)")
 HEAD_LINES = 3  # the header is among the first lines (hydra's '# @package' comes before it)
 
+WARP_CAPACITY_KEYS = ("naconmax", "njmax")  # MJX-Warp buffer sizes emit-config writes
+MAX_CAPACITY = 10**9  # far above any card's contacts; bounds what a file can ask a trial for
+
 # ppo.train kwargs a profile keeps at its top level; emitted files write them under ppo:
 TOP_LEVEL_PPO_KEYS = ("episode_length", "action_repeat")
 
@@ -67,6 +70,8 @@ def verification_profile(path: Path, profile: str | Path | Profile | None
     origin = "--profile"
     overlay: dict[str, Any] = {}
     network: dict[str, Any] = {}
+    # MJX-Warp's buffer sizes, where emit-config writes them, whoever names the workload
+    capacities = _capacities(path, yamlio.loads(yamlio.read_text(path, what="config"), str(path)))
     if profile is None:
         profile = emitted_profile(path)
         origin = f"profile {profile.name} named in the file"
@@ -90,9 +95,11 @@ def verification_profile(path: Path, profile: str | Path | Profile | None
             data[key] = overlay[key]
     if network:
         data["network"] = {**data.get("network", {}), **network}
+    if capacities:
+        data["env_kwargs"] = {**data.get("env_kwargs", {}), **capacities}
     data["name"] = f"{base.name}-verify"
-    taken = sorted(k for k in overlay if k not in ("batch_size", "num_minibatches",
-                                                   "unroll_length"))
+    taken = sorted([*(k for k in overlay if k not in ("batch_size", "num_minibatches",
+                                                      "unroll_length")), *capacities])
     if taken:
         origin += f"; from the file: {', '.join(taken)}"
     return profile_from_dict(data, source=str(path)), origin
@@ -110,3 +117,27 @@ def _emitted_blocks(path: Path, batch: BatchConfig) -> tuple[dict[str, Any], dic
         raise UserError(f"{path}: network: must be a mapping of settings, got "
                         f"{type(network).__name__} {str(network)[:40]!r}")
     return ppo, dict(network or {})
+
+
+def _capacities(path: Path, data: Any) -> dict[str, int]:
+    """naconmax / njmax where ``emit-config`` writes them (brax: environment.env_kwargs,
+    playground: env_config_overrides, hydra: env_config), each a whole number or a damaged
+    file said in one line."""
+    if not isinstance(data, dict):
+        return {}
+    environment = data.get("environment")
+    blocks = [environment.get("env_kwargs") if isinstance(environment, dict) else None,
+              data.get("env_config_overrides"), data.get("env_config")]
+    found: dict[str, int] = {}
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        for key in WARP_CAPACITY_KEYS:
+            if key in block:
+                value = block[key]
+                if isinstance(value, bool) or not isinstance(value, int) or \
+                        not 0 <= value <= MAX_CAPACITY:
+                    raise UserError(f"{path}: {key} must be a whole number from 0 to "
+                                    f"{MAX_CAPACITY:,}, got {str(value)[:40]!r}")
+                found[key] = value
+    return found

@@ -76,9 +76,14 @@ class Measure:
     min_evals: int = 1
     steady_intervals: int = 2
     steady_tolerance: float = 0.005
+    # MJX-Warp: env steps the contact probe takes after training (None: one episode, at most
+    # measure/contacts.CONTACT_STEPS_MAX); a CPU steps Warp ~100x slower than a GPU
+    contact_steps: int | None = None
 
 
-SPEED_MEASURE_KEYS = ("speed_tolerance", "min_interval_s", "max_window_s", "gpu_steps_per_epoch")
+# Keys added after profiles were first hashed: left out of the hash at their defaults
+SPEED_MEASURE_KEYS = ("speed_tolerance", "min_interval_s", "max_window_s", "gpu_steps_per_epoch",
+                      "contact_steps")
 
 
 @dataclass(frozen=True)
@@ -261,7 +266,8 @@ def _measure(data: Any, where: str) -> Measure:
         min_interval_s=m.number("min_interval_s", d.min_interval_s, lo=0, hi=86_400),
         max_window_s=m.number("max_window_s", d.max_window_s, lo=0, hi=86_400),
         gpu_steps_per_epoch=m.int("gpu_steps_per_epoch", d.gpu_steps_per_epoch, lo=1,
-                                  hi=100_000))
+                                  hi=100_000),
+        contact_steps=m.int("contact_steps", None, lo=1, hi=1_000_000, none=True))
     if measure.max_intervals < measure.min_intervals:
         raise UserError(f"{where}: measure needs 1 <= min_intervals <= max_intervals, got "
                         f"min_intervals {measure.min_intervals} and max_intervals "

@@ -130,3 +130,18 @@ def test_faulthandler_naming_only_the_signal_is_still_silent():
     tail = "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):"
     assert classify(None, -11, False, tail, rlimit_data_bytes=CAP,
                     peak_data_bytes=int(CAP * 0.99))[0] is Status.OOM
+
+
+def test_a_warp_capacity_overflow_is_its_own_status_naming_buffer_and_demand():
+    child = ChildReport(status="ok", warp_overflow=["NEFC"], warp_solver_limits=["ITERATIONS"],
+                        warp_njmax=12, warp_naconmax=4000, warp_constraint_rows_per_world_max=31,
+                        warp_contacts_max=40, warp_contacts_per_world_max=9)
+    status, kind, message = classify(child, 0, False, "")
+    assert status is Status.OVERFLOW and kind == "capacity overflow"
+    assert message == ("MJX-Warp buffer overflow: constraint rows: 31 per world asked for, "
+                       "njmax 12; raise njmax")
+
+
+def test_solver_iteration_limits_alone_are_not_an_overflow():
+    child = ChildReport(status="ok", warp_overflow=[], warp_solver_limits=["ITERATIONS"])
+    assert classify(child, 0, False, "")[0] is Status.OK

@@ -332,7 +332,7 @@ def test_runs_that_name_different_objectives_fall_back_to_throughput(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["quick", "ant", "humanoid", "playground-cartpole",
-                                  "playground-go1"])
+                                  "playground-go1", "playground-ballincup-warp"])
 @pytest.mark.parametrize("fmt_", list(ConfigFormat))
 def test_emitted_files_hold_training_settings_only(name, fmt_):
     # issue 10 item 5: every ppo kwarg is the profile's training setting (kept as it is) or
@@ -414,3 +414,56 @@ def test_two_sweeps_begun_in_the_same_second_with_other_budgets_are_merged():
                  (trial(16384, 17 * 2**30, 950_000.0, gpu=True, budget=24 * GB),))
     merged = merge_runs([gpu_run(), bigger])
     assert merged.directories == (gpu_run().directory, Path("big"))
+
+
+CUP = {"name": "cup", "env": "playground:BallInCup", "impl": "warp", "description": "test",
+       "episode_length": 1000, "num_envs": 2048, "max_envs": 16384, "scaling": "hold-minibatch",
+       "ppo": {"batch_size": 1024, "num_minibatches": 32, "unroll_length": 30}}
+
+
+@pytest.mark.parametrize("fmt_", list(ConfigFormat))
+def test_a_warp_pick_carries_its_capacities_where_each_format_trains_with_them(fmt_, tmp_path):
+    import dataclasses
+
+    from vramtune.workload.emitted import verification_profile
+    from vramtune.workload.profile import profile_from_dict
+
+    profile = profile_from_dict(CUP)
+    chosen = dataclasses.replace(
+        trial(2048, 900 * MiB, 25910.0, gpu=False, budget=8 * GB), profile="cup",
+        profile_hash=profile.hash, batch_size=1024, num_minibatches=32, unroll_length=30,
+        warp_naconmax=10_000, warp_njmax=25, warp_contacts_max=1500,
+        warp_constraint_rows_per_world_max=7)
+    run = Run(Path("run"), RunHeader(**{**header(budget=8 * GB, gpu=False).__dict__,
+                                        "profile_name": "cup", "profile_hash": profile.hash,
+                                        "profile": profile.to_dict()}), (chosen,))
+    source = merge_runs([run])
+    text = render(source, choose_for_budget(source, 8 * GB), fmt_, mem_fraction_var=VAR)
+    data = yaml.safe_load(text)
+    block = {ConfigFormat.BRAX: lambda d: d["environment"]["env_kwargs"],
+             ConfigFormat.PLAYGROUND: lambda d: d["env_config_overrides"],
+             ConfigFormat.HYDRA: lambda d: d["env_config"]}[fmt_](data)
+    assert block == {"naconmax": 3000, "njmax": 14}
+    assert ("# MJX-Warp naconmax 3,000: 1,500 contacts for all worlds seen x 2 margin; the "
+            "trial ran with 10,000") in text
+    if fmt_ is ConfigFormat.PLAYGROUND:
+        assert "config_overrides=cfg['env_config_overrides']" in text
+    # verify trains the file with the capacities it sets
+    path = tmp_path / "tuned.yaml"
+    path.write_text(text)
+    verified, origin = verification_profile(path, profile)
+    assert verified.env_kwargs == {"naconmax": 3000, "njmax": 14}
+    assert origin.endswith("naconmax, njmax")
+
+
+def test_verify_reads_the_capacities_an_emitted_file_sets_and_refuses_a_damaged_one(tmp_path):
+    from vramtune.workload import emitted
+
+    path = tmp_path / "tuned.yaml"
+    path.write_text("environment:\n  env_kwargs: {naconmax: 3000, njmax: 14}\n")
+    assert emitted._capacities(path, yaml.safe_load(path.read_text())) == \
+        {"naconmax": 3000, "njmax": 14}
+    for bad in ("-1", "1.5", "true", "'many'", "10000000000"):
+        data = yaml.safe_load(f"env_config_overrides: {{njmax: {bad}}}\n")
+        with pytest.raises(UserError, match="njmax must be a whole number from 0 to"):
+            emitted._capacities(path, data)

@@ -44,7 +44,7 @@ def test_every_measure_key_is_read_and_checked():
              "min_window_s": 2.5, "steps_per_epoch": 3, "min_training_steps": 7,
              "min_evals": 2, "steady_intervals": 3, "steady_tolerance": 0.01,
              "speed_tolerance": 0.05, "min_interval_s": 0.25, "max_window_s": 12.0,
-             "gpu_steps_per_epoch": 8}
+             "gpu_steps_per_epoch": 8, "contact_steps": 40}
     assert set(given) == set(Measure.__dataclass_fields__)
     p = profile_from_dict({"name": "x", "env": "brax:fast", "measure": given})
     assert {k: getattr(p.measure, k) for k in given} == given

@@ -112,6 +112,11 @@ def test_builtin_profiles_cover_the_workloads():
             cartpole.unroll_length) == (2048, 1024, 32, 30)
     go1 = load_profile("playground-go1")
     assert go1.network["value_obs_key"] == "privileged_state"
+    # Playground's default physics, with contacts: brax_ppo_config('BallInCup') resolved
+    cup = load_profile("playground-ballincup-warp")
+    assert (cup.env, cup.impl) == ("playground:BallInCup", "warp")
+    assert (cup.num_envs, cup.batch_size, cup.num_minibatches, cup.unroll_length) == \
+        (2048, 1024, 32, 30)
     for name in names:
         profile = load_profile(name)
         assert profile.description, name

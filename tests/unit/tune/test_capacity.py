@@ -1,0 +1,46 @@
+from vramtune.records import Status, TrialResult
+from vramtune.tune.capacity import CAPACITY_MARGIN, warp_capacities
+
+
+def warp_trial(**warp) -> TrialResult:
+    return TrialResult(status=Status.OK, profile="cup", profile_hash="0" * 16, num_envs=64,
+                       **{"warp_naconmax": 10_000, "warp_njmax": 25, **warp})
+
+
+def test_capacities_are_the_demand_seen_times_the_margin():
+    (contacts, rows) = warp_capacities(warp_trial(warp_contacts_max=301,
+                                                  warp_constraint_rows_per_world_max=9), {})
+    assert (contacts.key, contacts.value, contacts.demand, contacts.ran_with) == \
+        ("naconmax", 602, 301, 10_000)
+    assert (rows.key, rows.value) == ("njmax", 18)
+    assert CAPACITY_MARGIN == 2.0
+    assert contacts.words == ("naconmax 602: 301 contacts for all worlds seen x 2 margin; the "
+                              "trial ran with 10,000")
+
+
+def test_no_demand_seen_keeps_what_the_trial_ran_with():
+    (contacts, rows) = warp_capacities(warp_trial(warp_contacts_max=0,
+                                                  warp_constraint_rows_per_world_max=1), {})
+    assert contacts.value == 10_000 and "no contacts for all worlds seen" not in contacts.words
+    assert contacts.words.startswith("naconmax 10,000: the trial's, kept (no contacts")
+    assert rows.value == 2
+
+
+def test_a_capacity_the_user_set_is_kept():
+    (contacts, rows) = warp_capacities(warp_trial(warp_contacts_max=50, warp_njmax=12,
+                                                  warp_constraint_rows_per_world_max=11),
+                                       {"njmax": 12})
+    assert rows.value == 12 and rows.user_set and rows.words == \
+        "njmax 12: yours, kept (11 constraint rows in the fullest world seen)"
+    assert contacts.value == 100 and not contacts.user_set
+
+
+def test_more_than_measured_is_said():
+    (_, rows) = warp_capacities(warp_trial(warp_contacts_max=5, warp_njmax=20,
+                                           warp_constraint_rows_per_world_max=20), {})
+    assert rows.value == 40 and "more than measured" in rows.words
+
+
+def test_a_trial_that_did_not_step_warp_has_no_capacities():
+    assert warp_capacities(TrialResult(status=Status.OK, profile="q", profile_hash="0" * 16,
+                                       num_envs=64), {}) == ()
