@@ -29,6 +29,10 @@ def steady_words(steady: bool | None) -> str:
     return "yes" if steady else "no: still growing when the trial ended (raise max_intervals)"
 
 
+def _count(value: int | None) -> str:
+    return NA if value is None else f"{value:,}"
+
+
 def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
     """(label, value) pairs for one trial, memory labelled by what it is a peak of."""
     host = HOST_RAM  # host figures are host RAM on any backend
@@ -82,6 +86,22 @@ def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
                 format_bytes(_at(values, i)) for values in (
                     r.jax_peak_bytes_in_use_per_device, r.jax_peak_pool_bytes_per_device,
                     r.nvml_process_peak_bytes_per_device, r.outside_pool_bytes_per_device))))
+    if r.warp_naconmax is not None:
+        rows += [
+            ("MJX-Warp contacts: most seen / naconmax",
+             f"{_count(r.warp_contacts_max)} all envs ({_count(r.warp_contacts_per_world_max)} "
+             f"in one) / {_count(r.warp_naconmax)}"),
+            ("MJX-Warp constraint rows: most seen / njmax",
+             f"{_count(r.warp_constraint_rows_per_world_max)} per env "
+             f"({_count(r.warp_constraint_rows_max)} all envs) / {_count(r.warp_njmax)}"),
+            ("MJX-Warp probe", f"{_count(r.warp_probe_steps)} steps, {seconds(r.warp_probe_s)}; "
+                               f"overflow: {', '.join(r.warp_overflow or []) or 'none'}; "
+                               f"solver limits: {', '.join(r.warp_solver_limits or []) or 'none'}"),
+        ]
+    if r.warp_kernel_cache is not None:
+        rows.append(("MJX-Warp kernels", f"{r.warp_kernel_cache}: {r.warp_kernels_compiled} built, "
+                                         f"{r.warp_kernels_cached} from the cache, "
+                                         f"{seconds(r.warp_kernel_build_s)} building"))
     if r.host_peak_data_bytes is not None:
         rows.append((f"{host} peak data segment (what RLIMIT_DATA counts)",
                      format_bytes(r.host_peak_data_bytes)))

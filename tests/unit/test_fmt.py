@@ -28,3 +28,17 @@ def test_unmeasured_is_na_never_zero():
     assert "host RAM peak data segment (what RLIMIT_DATA counts)" not in f
     assert f["training steps, evaluations"] == "n/a, n/a"
     assert f["memory steady at the end"] == "n/a"
+
+
+def test_a_warp_trial_shows_demand_beside_capacity_and_its_kernel_builds():
+    f = fields(warp_naconmax=10_000, warp_njmax=25, warp_contacts_max=8,
+               warp_contacts_per_world_max=2, warp_constraint_rows_max=35,
+               warp_constraint_rows_per_world_max=9, warp_probe_steps=20, warp_probe_s=6.1,
+               warp_overflow=[], warp_solver_limits=["ITERATIONS"], warp_kernel_cache="cold",
+               warp_kernels_compiled=35, warp_kernels_cached=0, warp_kernel_build_s=131.4)
+    assert f["MJX-Warp contacts: most seen / naconmax"] == "8 all envs (2 in one) / 10,000"
+    assert f["MJX-Warp constraint rows: most seen / njmax"] == "9 per env (35 all envs) / 25"
+    assert f["MJX-Warp probe"] == ("20 steps, 6.1 s; overflow: none; solver limits: "
+                                   "ITERATIONS")
+    assert f["MJX-Warp kernels"] == "cold: 35 built, 0 from the cache, 131.4 s building"
+    assert "MJX-Warp kernels" not in fields()  # not a Warp trial: no line, not a zero

@@ -337,7 +337,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         # Before the env is built: putting a Warp model may build kernels already
         kernels = watch_kernel_builds() if parse_source(profile.env).kind != "brax" else None
         environment, extra = build_environment(profile, spec.num_envs,
-                                               lambda info: emit(workload=info))
+                                               lambda info: emit(workload=info),
+                                               capacities=spec.warp_capacities)
         on_warp = warp_impl(environment)
         phase = "train"
         measure = profile.measure

@@ -62,6 +62,9 @@ class TrialRequest:
     cap_bytes: int | None = None  # enforce this instead of the budget (budget x (1 - headroom))
     device_count: int = 1  # devices brax pmaps over; the trial is pinned to exactly these
     alone: bool = False  # its steps/s count: the executor runs nothing beside it on the device
+    # MJX-Warp buffer sizes ((naconmax, n), (njmax, n)) the sweep sized from measured demand;
+    # the profile's env_kwargs win, and () leaves them to the workload's defaults
+    warp_capacities: tuple[tuple[str, int], ...] = ()
 
     @property
     def enforced_bytes(self) -> int | None:
@@ -298,6 +301,7 @@ def trial_spec(request: TrialRequest, cap: Cap, result_path: Path) -> TrialSpec:
                      batch_size=shape.batch_size, num_minibatches=shape.num_minibatches,
                      result_path=str(result_path), rlimit_data_bytes=cap.rlimit_data_bytes,
                      compile_cache_dir=cache_dir, training_steps=request.training_steps,
+                     warp_capacities=dict(request.warp_capacities) or None,
                      min_training_steps=request.min_training_steps,
                      import_path=profile_folder(profile),
                      env_factory=(None if profile.factory is None

@@ -59,6 +59,7 @@ class TrialSpec:
     min_training_steps: int | None = None
     import_path: str | None = None  # the profile's folder, for its env modules
     env_factory: str | None = None  # a pickled env's factory, base64 (workload/pickled.py)
+    warp_capacities: dict[str, int] | None = None  # naconmax / njmax sized by the sweep
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(dataclasses.asdict(self)))

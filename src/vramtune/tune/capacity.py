@@ -5,10 +5,14 @@ Warp allocates ``naconmax`` contacts (all worlds together, so it scales with num
 (the step flags an overflow), too large and the buffers hold memory num_envs could use. A
 Warp trial's probe records the most contacts (all worlds) and rows (the fullest world) any
 of its steps asked for (``measure/contacts.py``). The emitted capacity is that demand times
-``CAPACITY_MARGIN``: the probe steps random actions for one episode or ``contact_steps``, and
-a trained policy can hold more contacts at once than random actions do (a ball resting in the
-cup, four feet on the ground where random actions keep two), so the margin doubles what was
-seen rather than adding a spread a short probe cannot estimate. A capacity the user set in
+``CAPACITY_MARGIN``, rounded up: the probe steps random actions for one episode or
+``contact_steps``, and a trained policy can hold more contacts at once than random actions
+do (a ball resting in the cup, more feet on the ground), so the capacity keeps half again
+what was seen. Not more: capacity beyond demand is memory num_envs could use, and a config
+whose capacities are halved must overflow where the demand recurs (an over-generous margin
+would hide a capacity set too low). The sweep sizes each trial's capacities the same way from
+the demand per env its earlier trials measured, so a size is measured with the buffers the
+emitted config will have. A capacity the user set in
 ``env_kwargs`` is kept as it is (its overflow is a trial's ``overflow`` status); one whose
 probe saw no demand keeps what the trial ran with (a zero would switch contacts off).
 """
@@ -16,11 +20,12 @@ probe saw no demand keeps what the trial ran with (a zero would switch contacts 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vramtune.records import TrialResult
 
-CAPACITY_MARGIN = 2.0
+CAPACITY_MARGIN = 1.5
 # capacity: (the record's demand field, what it counts, over which worlds)
 _DEMAND = {"naconmax": ("warp_contacts_max", "contacts", "for all worlds"),
            "njmax": ("warp_constraint_rows_per_world_max", "constraint rows", "in the fullest world")}
@@ -70,3 +75,23 @@ def warp_capacities(chosen: TrialResult, env_kwargs: dict[str, object]) -> tuple
             capacities.append(Capacity(key, math.ceil(demand * CAPACITY_MARGIN), demand,
                                        ran[key], user_set=False))
     return tuple(capacities)
+
+
+def sweep_capacities(results: Sequence[TrialResult], num_envs: int,
+                     env_kwargs: dict[str, object]) -> tuple[tuple[str, int], ...]:
+    """The capacities a trial of ``num_envs`` runs with, from the demand earlier trials
+    measured: contacts per env (all worlds scale with num_envs) and rows in the fullest world,
+    each the most any trial saw, times the margin. () before any Warp trial; a capacity the
+    user set, or one no trial saw demand for, is left to the workload (Playground's default
+    scaled with num_envs, ``workload/build.py``)."""
+    seen = [r for r in results if r.warp_contacts_max is not None and r.num_envs > 0]
+    if not seen:
+        return ()
+    per_env = max(r.warp_contacts_max / r.num_envs for r in seen)
+    rows = max(r.warp_constraint_rows_per_world_max or 0 for r in seen)
+    sized = []
+    if "naconmax" not in env_kwargs and per_env > 0:
+        sized.append(("naconmax", math.ceil(per_env * num_envs * CAPACITY_MARGIN)))
+    if "njmax" not in env_kwargs and rows > 0:
+        sized.append(("njmax", math.ceil(rows * CAPACITY_MARGIN)))
+    return tuple(sized)

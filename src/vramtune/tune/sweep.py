@@ -26,6 +26,7 @@ from vramtune.results.store import (
 )
 from vramtune.tune.alone import alone_steps, decide
 from vramtune.tune.boundary import past_boundary, past_labels, ruled_out
+from vramtune.tune.capacity import sweep_capacities
 from vramtune.tune.planner import SearchSpace, Step, StepKind, plan_round
 from vramtune.tune.prepare import PreparedSweep, SweepState
 from vramtune.tune.prior import PriorSource
@@ -134,7 +135,9 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
                         purpose=purpose, training_steps=steps, cap_bytes=cap,
                         min_training_steps=floor,
                         device_count=config.settings.devices,
-                        alone=purpose is not Purpose.SEARCH)
+                        alone=purpose is not Purpose.SEARCH,
+                        warp_capacities=sweep_capacities(results, step.num_envs,
+                                                         config.profile.env_kwargs))
 
 
 def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: SweepState,

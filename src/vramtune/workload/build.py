@@ -90,10 +90,13 @@ def _network_kwargs(profile: Profile) -> dict[str, Any]:
 
 def build_environment(profile: Profile, num_envs: int | None = None,
                       report: Callable[[dict[str, Any]], None] | None = None,
+                      capacities: Mapping[str, int] | None = None,
                       ) -> tuple[Any, dict[str, Any]]:
     """(environment, extra ppo.train kwargs). ``extra`` never overrides the profile's ppo:
     it holds the wrapper and the source's defaults for keys the profile leaves out.
     ``report`` receives what was resolved (impl, defaults filled in, network), for the record.
+    ``capacities``: MJX-Warp's naconmax / njmax as the sweep sized them (Playground only;
+    the profile's env_kwargs win).
     """
     source = parse_source(profile.env)
     info: dict[str, Any] = {"source": source.kind}
@@ -110,7 +113,7 @@ def build_environment(profile: Profile, num_envs: int | None = None,
         env = envs.get_environment(source.name, **kwargs)
         info["backend"] = profile.backend or "brax default"
     elif source.kind == "playground":
-        env, extra = _build_playground(profile, source, num_envs, info)
+        env, extra = _build_playground(profile, source, num_envs, info, capacities or {})
     else:
         env = _build_factory(profile, source)
         if _is_playground_env(env):
@@ -125,7 +128,8 @@ def build_environment(profile: Profile, num_envs: int | None = None,
 
 
 def _build_playground(profile: Profile, source: Source, num_envs: int | None,
-                      info: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+                      info: dict[str, Any], capacities: Mapping[str, int],
+                      ) -> tuple[Any, dict[str, Any]]:
     import jax
     from mujoco_playground import registry, wrapper
 
@@ -139,6 +143,11 @@ def _build_playground(profile: Profile, source: Source, num_envs: int | None,
     config.update_from_flattened_dict(overrides)
     effective_impl = str(config.get("impl", "jax"))
     info["impl"] = effective_impl + ("" if profile.impl else " (auto)")
+    sized = {k: int(v) for k, v in capacities.items() if k not in overrides and k in config}
+    if effective_impl == "warp" and sized:
+        config.update_from_flattened_dict(sized)
+        overrides.update(sized)
+        info["capacities"] = {k: f"{v} (sized from measured demand)" for k, v in sized.items()}
     naconmax = config.get("naconmax")
     if (effective_impl == "warp" and isinstance(naconmax, int) and num_envs
             and "naconmax" not in overrides):

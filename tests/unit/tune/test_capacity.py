@@ -11,10 +11,10 @@ def test_capacities_are_the_demand_seen_times_the_margin():
     (contacts, rows) = warp_capacities(warp_trial(warp_contacts_max=301,
                                                   warp_constraint_rows_per_world_max=9), {})
     assert (contacts.key, contacts.value, contacts.demand, contacts.ran_with) == \
-        ("naconmax", 602, 301, 10_000)
-    assert (rows.key, rows.value) == ("njmax", 18)
-    assert CAPACITY_MARGIN == 2.0
-    assert contacts.words == ("naconmax 602: 301 contacts for all worlds seen x 2 margin; the "
+        ("naconmax", 452, 301, 10_000)
+    assert (rows.key, rows.value) == ("njmax", 14)
+    assert CAPACITY_MARGIN == 1.5
+    assert contacts.words == ("naconmax 452: 301 contacts for all worlds seen x 1.5 margin; the "
                               "trial ran with 10,000")
 
 
@@ -23,7 +23,7 @@ def test_no_demand_seen_keeps_what_the_trial_ran_with():
                                                   warp_constraint_rows_per_world_max=1), {})
     assert contacts.value == 10_000 and "no contacts for all worlds seen" not in contacts.words
     assert contacts.words.startswith("naconmax 10,000: the trial's, kept (no contacts")
-    assert rows.value == 2
+    assert rows.value == 2  # ceil(1 x 1.5)
 
 
 def test_a_capacity_the_user_set_is_kept():
@@ -32,15 +32,30 @@ def test_a_capacity_the_user_set_is_kept():
                                        {"njmax": 12})
     assert rows.value == 12 and rows.user_set and rows.words == \
         "njmax 12: yours, kept (11 constraint rows in the fullest world seen)"
-    assert contacts.value == 100 and not contacts.user_set
+    assert contacts.value == 75 and not contacts.user_set
 
 
 def test_more_than_measured_is_said():
     (_, rows) = warp_capacities(warp_trial(warp_contacts_max=5, warp_njmax=20,
                                            warp_constraint_rows_per_world_max=20), {})
-    assert rows.value == 40 and "more than measured" in rows.words
+    assert rows.value == 30 and "more than measured" in rows.words
 
 
 def test_a_trial_that_did_not_step_warp_has_no_capacities():
     assert warp_capacities(TrialResult(status=Status.OK, profile="q", profile_hash="0" * 16,
                                        num_envs=64), {}) == ()
+
+
+def test_the_sweep_sizes_a_trial_from_the_demand_per_env_its_earlier_trials_saw():
+    from vramtune.tune.capacity import sweep_capacities
+
+    assert sweep_capacities([], 64, {}) == ()
+    results = [warp_trial(warp_contacts_max=40, warp_constraint_rows_per_world_max=9),  # 64
+               TrialResult(status=Status.OK, profile="cup", profile_hash="0" * 16, num_envs=128,
+                           warp_naconmax=1, warp_njmax=1, warp_contacts_max=60,
+                           warp_constraint_rows_per_world_max=12)]
+    # 40 / 64 = 0.625 contacts per env is the most; 12 rows in the fullest world
+    assert sweep_capacities(results, 256, {}) == (("naconmax", 240), ("njmax", 18))
+    assert sweep_capacities(results, 256, {"njmax": 30}) == (("naconmax", 240),)
+    none_seen = [warp_trial(warp_contacts_max=0, warp_constraint_rows_per_world_max=0)]
+    assert sweep_capacities(none_seen, 256, {}) == ()

@@ -443,8 +443,8 @@ def test_a_warp_pick_carries_its_capacities_where_each_format_trains_with_them(f
     block = {ConfigFormat.BRAX: lambda d: d["environment"]["env_kwargs"],
              ConfigFormat.PLAYGROUND: lambda d: d["env_config_overrides"],
              ConfigFormat.HYDRA: lambda d: d["env_config"]}[fmt_](data)
-    assert block == {"naconmax": 3000, "njmax": 14}
-    assert ("# MJX-Warp naconmax 3,000: 1,500 contacts for all worlds seen x 2 margin; the "
+    assert block == {"naconmax": 2250, "njmax": 11}
+    assert ("# MJX-Warp naconmax 2,250: 1,500 contacts for all worlds seen x 1.5 margin; the "
             "trial ran with 10,000") in text
     if fmt_ is ConfigFormat.PLAYGROUND:
         assert "config_overrides=cfg['env_config_overrides']" in text
@@ -452,7 +452,7 @@ def test_a_warp_pick_carries_its_capacities_where_each_format_trains_with_them(f
     path = tmp_path / "tuned.yaml"
     path.write_text(text)
     verified, origin = verification_profile(path, profile)
-    assert verified.env_kwargs == {"naconmax": 3000, "njmax": 14}
+    assert verified.env_kwargs == {"naconmax": 2250, "njmax": 11}
     assert origin.endswith("naconmax, njmax")
 
 

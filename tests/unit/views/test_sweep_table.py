@@ -148,3 +148,29 @@ def test_rates_that_did_not_settle_are_said_once_under_the_table():
     assert unsettled_note([settled, trial(512, 800, 1.0)]) is None  # older records: unknown
     note = unsettled_note([settled, loose, proof, trial(1024, None, None, Status.OOM)])
     assert note is not None and note.startswith("steps/s: 1 of 2 trials' rates did not settle")
+
+
+def test_a_warp_sweep_shows_demand_beside_capacity_and_an_overflow_says_why():
+    import dataclasses
+
+    from vramtune.views.sweep_table import WARP_COLUMNS
+
+    warp = {"warp_naconmax": 120, "warp_njmax": 14}
+    results = [dataclasses.replace(trial(128, 700, 21_000.0), warp_contacts_max=75,
+                                   warp_constraint_rows_per_world_max=9, **warp),
+               dataclasses.replace(trial(256, 760, 27_000.0, Status.OVERFLOW),
+                                   warp_contacts_max=131, warp_constraint_rows_per_world_max=9,
+                                   error_message="MJX-Warp buffer overflow: ...", **warp)]
+    rec = choose(results, 10**9, 0.1)
+    frame = comparison_frame(results, rec, 10**9)
+    assert tuple(frame.columns) == (*RAW_COLUMNS, *WARP_COLUMNS)
+    assert frame["contacts_max"].tolist() == [75, 131]
+    table = sweep_table(results, rec, 10**9)
+    rows = {row[0].lstrip("* "): dict(zip([c.key for c in table.columns], row, strict=True))
+            for row in table.rows()}
+    assert rows["128"]["contacts"] == "75 / 120" and rows["128"]["rows"] == "9 / 14"
+    assert rows["256"]["status"] == "overflow" and rows["256"]["why"] == "MJX-Warp buffer overflow"
+    assert rec.chosen is not None and rec.chosen.num_envs == 128  # never the overflowed size
+    # a sweep without Warp keeps its columns
+    assert "contacts" not in [c.key for c in sweep_table(RESULTS, choose(RESULTS, 10**9, 0.1),
+                                                         10**9).columns]
