@@ -11,6 +11,9 @@ settings; contacts from the first steps):
 4. ``emit-config`` of that run, then ``verify`` of the file (100 training steps, the emitted
    naconmax / njmax in force): no overflow; and ``verify`` of the same file with both
    capacities halved: an overflow, named.
+5. The user's run of both files (``user_train_playground.py``: Playground's own loop, no
+   vramtune, 100 training steps): Warp's own overflow lines counted in its output
+   (``--user-runs`` runs this step alone on an --out that has the two files).
 
     .venv/bin/python benchmarks/bench_warp.py --out benchmarks/results/warp-2026-12-07
 
@@ -68,9 +71,15 @@ def trial_figures(r: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--user-runs", action="store_true", help="step 5 alone")
     args = parser.parse_args()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
+    if args.user_runs:
+        user = user_runs(out)
+        (out / "user-runs.json").write_text(json.dumps(user, indent=2))
+        print(json.dumps(user, indent=2))
+        return 0
     summary: dict[str, Any] = {"profile": str(PROFILE.relative_to(HERE.parent))}
     kernels = {"WARP_CACHE_PATH": tempfile.mkdtemp(prefix="warp-kernels-")}
     trial = ("trial", "--profile", str(PROFILE), "--num-envs", "4", "--gpu-mem", BUDGET, "--json")
@@ -116,9 +125,28 @@ def main() -> int:
                                      str(PROFILE), "--gpu-mem", BUDGET, "--steps", "100", "--json",
                                      env=kernels)
             summary[name] = {"exit": code, "cli_wall_s": wall, **trial_figures(record(stdout))}
+        summary["user_runs"] = user_runs(out)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def user_runs(out: Path) -> dict[str, Any]:
+    """Playground's own training of each file, 100 steps: its exit and Warp's overflow lines."""
+    runs = {}
+    for name in ("tuned", "tuned-halved"):
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, str(HERE / "user_train_playground.py"),
+                               str(out / f"{name}.yaml"), "--training-steps", "100"],
+                              capture_output=True, text=True)
+        text = proc.stdout + proc.stderr
+        (out / f"user-{name}.log").write_text(text)
+        lines = [line for line in text.splitlines() if "overflow - please increase" in line]
+        runs[name] = {"exit": proc.returncode, "wall_s": time.perf_counter() - start,
+                      "overflow_lines": len(lines), "first": lines[0] if lines else None,
+                      "last_line": text.strip().splitlines()[-1:] or None}
+        print(f"user run {name}: exit {proc.returncode}, {len(lines)} overflow lines", flush=True)
+    return runs
 
 
 if __name__ == "__main__":

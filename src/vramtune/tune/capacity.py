@@ -48,7 +48,7 @@ class Capacity:
         if self.user_set:
             return f"{self.key} {self.value:,}: yours, kept ({self.demand:,} {what} seen)" \
                 if self.demand is not None else f"{self.key} {self.value:,}: yours, kept"
-        if not self.demand:
+        if self.demand is None or self.demand <= 0:
             return (f"{self.key} {self.value:,}: the trial's, kept (no {noun} seen by the "
                     f"probe, so there is no demand to size it from)")
         line = (f"{self.key} {self.value:,}: {self.demand:,} {what} seen x {CAPACITY_MARGIN:g} "
@@ -69,7 +69,7 @@ def warp_capacities(chosen: TrialResult, env_kwargs: dict[str, object]) -> tuple
         user = env_kwargs.get(key)
         if isinstance(user, int) and not isinstance(user, bool):
             capacities.append(Capacity(key, user, demand, ran[key], user_set=True))
-        elif not demand:
+        elif demand is None or demand <= 0:  # nothing seen (or a damaged record)
             capacities.append(Capacity(key, int(ran[key]), demand, ran[key], user_set=False))
         else:
             capacities.append(Capacity(key, math.ceil(demand * CAPACITY_MARGIN), demand,

@@ -26,6 +26,7 @@ from vramtune.views.sweep_table import row_reason
 from vramtune.views.tables import Column, Table
 from vramtune.workload.emitted import header_line
 from vramtune.workload.profile import Profile, safe_name
+from vramtune.workload.sources import parse_source
 
 PREALLOCATE_VAR = "XLA_PYTHON_CLIENT_PREALLOCATE"
 
@@ -219,6 +220,12 @@ def render(source: Measurements, emission: Emission, fmt_: ConfigFormat = Config
     capacities = warp_capacities(chosen, profile.env_kwargs)
     comments += [f"MJX-Warp {c.words}" for c in capacities]
     sized = {c.key: c.value for c in capacities}
+    if sized and parse_source(profile.env).kind != "playground":
+        # A user's factory may not take these keywords: say them, write nothing it would get
+        comments.append("MJX-Warp: pass " + ", ".join(f"{k}={v}" for k, v in sized.items())
+                        + " to your env factory where it builds its Warp data (not written "
+                        "into env_kwargs: vramtune cannot know the factory takes them)")
+        sized = {}
     if fmt_ is ConfigFormat.PLAYGROUND:
         params = dict(kwargs)
         if network:

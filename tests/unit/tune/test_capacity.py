@@ -59,3 +59,9 @@ def test_the_sweep_sizes_a_trial_from_the_demand_per_env_its_earlier_trials_saw(
     assert sweep_capacities(results, 256, {"njmax": 30}) == (("naconmax", 240),)
     none_seen = [warp_trial(warp_contacts_max=0, warp_constraint_rows_per_world_max=0)]
     assert sweep_capacities(none_seen, 256, {}) == ()
+
+
+def test_a_damaged_record_s_negative_demand_is_no_demand():
+    (contacts, rows) = warp_capacities(warp_trial(warp_contacts_max=-7,
+                                                  warp_constraint_rows_per_world_max=None), {})
+    assert (contacts.value, rows.value) == (10_000, 25)

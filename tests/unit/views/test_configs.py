@@ -467,3 +467,25 @@ def test_verify_reads_the_capacities_an_emitted_file_sets_and_refuses_a_damaged_
         data = yaml.safe_load(f"env_config_overrides: {{njmax: {bad}}}\n")
         with pytest.raises(UserError, match="njmax must be a whole number from 0 to"):
             emitted._capacities(path, data)
+
+
+def test_a_factory_s_warp_capacities_are_said_not_written_into_its_keywords():
+    import dataclasses
+
+    from vramtune.workload.profile import profile_from_dict
+
+    cup = {k: v for k, v in CUP.items() if k != "impl"}  # a factory picks its own physics
+    profile = profile_from_dict({**cup, "env": "mypkg.envs:make_cup"})
+    chosen = dataclasses.replace(
+        trial(2048, 900 * MiB, 25910.0, gpu=False, budget=8 * GB), profile="cup",
+        profile_hash=profile.hash, batch_size=1024, num_minibatches=32, unroll_length=30,
+        warp_naconmax=10_000, warp_njmax=25, warp_contacts_max=1500,
+        warp_constraint_rows_per_world_max=7)
+    run = Run(Path("run"), RunHeader(**{**header(budget=8 * GB, gpu=False).__dict__,
+                                        "profile_name": "cup", "profile_hash": profile.hash,
+                                        "profile": profile.to_dict()}), (chosen,))
+    source = merge_runs([run])
+    text = render(source, choose_for_budget(source, 8 * GB), ConfigFormat.BRAX,
+                  mem_fraction_var=VAR)
+    assert "env_kwargs" not in yaml.safe_load(text)["environment"]
+    assert "# MJX-Warp: pass naconmax=2250, njmax=11 to your env factory" in text
