@@ -180,6 +180,9 @@ class TrialResult:
     warp_kernels_compiled: int | None = None
     warp_kernels_cached: int | None = None
     warp_kernel_build_s: float | None = None
+    # GPU: the high-water mark of Warp's own CUDA memory pool (cudaMallocAsync: its step
+    # temporaries, held by the CUDA graphs it captures), outside XLA's pool and its cap
+    warp_mempool_high_bytes: int | None = None
     gpu_name: str | None = None
     gpu_driver: str | None = None
     gpu_total_bytes: int | None = None

@@ -42,3 +42,10 @@ def test_a_warp_trial_shows_demand_beside_capacity_and_its_kernel_builds():
                                    "ITERATIONS")
     assert f["MJX-Warp kernels"] == "cold: 35 built, 0 from the cache, 131.4 s building"
     assert "MJX-Warp kernels" not in fields()  # not a Warp trial: no line, not a zero
+
+
+def test_warp_s_own_pool_is_shown_apart_where_measured():
+    f = fields(warp_mempool_high_bytes=512 * MiB)
+    assert f["MJX-Warp memory pool peak (Warp's own: outside XLA's pool, not capped)"] == \
+        "512.00 MiB"
+    assert not any(k.startswith("MJX-Warp memory pool") for k in fields())

@@ -22,6 +22,7 @@ from typing import Any
 from vramtune.measure.contacts import (
     CONTACT_STEPS_MAX,
     KernelBuilds,
+    mempool_high_bytes,
     probe_contacts,
     warp_impl,
     watch_kernel_builds,
@@ -334,12 +335,17 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         phase = "build_env"
         emit(phase="building")
         _allow_imports_from(spec.import_path)
-        # Before the env is built: putting a Warp model may build kernels already
-        kernels = watch_kernel_builds() if parse_source(profile.env).kind != "brax" else None
+        # Playground imports Warp anyway: watch its kernel builds from before the env is put
+        # (that may build some). A brax env never needs Warp (its import costs ~1.2 s), and
+        # a factory's env is watched from its first step, once it is known to use Warp.
+        playground = parse_source(profile.env).kind == "playground"
+        kernels = watch_kernel_builds() if playground else None
         environment, extra = build_environment(profile, spec.num_envs,
                                                lambda info: emit(workload=info),
                                                capacities=spec.warp_capacities)
         on_warp = warp_impl(environment)
+        if on_warp and kernels is None:
+            kernels = watch_kernel_builds()
         phase = "train"
         measure = profile.measure
         num_envs, batch_size = spec.num_envs, spec.batch_size
@@ -485,6 +491,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             emit(phase="probing contacts")
             steps = measure.contact_steps or min(profile.episode_length, CONTACT_STEPS_MAX)
             result.update(probe_contacts(environment, num_envs, steps))
+            if not on_cpu:
+                result["warp_mempool_high_bytes"] = mempool_high_bytes()
         if rates:
             timed = marks[measure.warmup_intervals:]
             low, high = median_interval(rates)

@@ -110,6 +110,27 @@ def watch_kernel_builds() -> KernelBuilds | None:
     return builds
 
 
+def mempool_high_bytes() -> int | None:
+    """Warp's CUDA memory pool high-water mark on the trial's first device (GPU only).
+
+    On a GPU MJX runs Warp's step as captured CUDA graphs (``mjx/_src/io.py``: GraphMode.WARP
+    by default); the step's temporaries (collision context ~3 x naconmax, solver arrays
+    nworld x njmax, Newton's nworld x nv^2) come from Warp's cudaMallocAsync pool, not XLA's,
+    and the fraction does not cap them (mujoco_warp#926: a 5 GiB Warp pool beside a 2.7 GiB
+    JAX peak). ``wp.get_mempool_used_mem_high`` (warp ``_src/context.py``, public since 1.x)
+    reads that pool's high-water mark; the NVML process figure minus XLA's pool counts it
+    too, with graph memory and the CUDA context. None where it cannot be read."""
+    try:
+        import warp as wp
+
+        device = wp.get_device("cuda:0")
+        if not device.is_cuda or not device.is_mempool_supported:
+            return None
+        return int(wp.get_mempool_used_mem_high(device))
+    except Exception:  # noqa: BLE001 - unmeasured is None, never a failed trial
+        return None
+
+
 def warp_impl(env: Any) -> bool:
     """Whether this environment steps MJX's Warp implementation (Playground's ``MjxEnv``
     keeps the MJX model it put with ``impl``)."""

@@ -127,6 +127,9 @@ class ChildReport:
     warp_kernels_compiled: int | None = None
     warp_kernels_cached: int | None = None
     warp_kernel_build_s: float | None = None
+    # GPU: the high-water mark of Warp's own CUDA memory pool (cudaMallocAsync: its step
+    # temporaries, held by the CUDA graphs it captures), outside XLA's pool and its cap
+    warp_mempool_high_bytes: int | None = None
     error_type: str | None = None
     error_message: str | None = None
     error_where: str | None = None
