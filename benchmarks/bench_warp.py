@@ -13,7 +13,7 @@ settings; contacts from the first steps):
    capacities halved: an overflow, named.
 5. The user's run of both files (``user_train_playground.py``: Playground's own loop, no
    vramtune, 100 training steps): Warp's own overflow lines counted in its output
-   (``--user-runs`` runs this step alone on an --out that has the two files).
+   (``--steps 5`` runs this step alone on an --out that has the two files).
 
     .venv/bin/python benchmarks/bench_warp.py --out benchmarks/results/warp-2026-12-07
 
@@ -71,64 +71,69 @@ def trial_figures(r: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--user-runs", action="store_true", help="step 5 alone")
+    parser.add_argument("--steps", default="1,2,3,4,5",
+                        help="which numbered steps to run (4 and 5 read the files 3 and 4 left)")
     args = parser.parse_args()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    if args.user_runs:
-        user = user_runs(out)
-        (out / "user-runs.json").write_text(json.dumps(user, indent=2))
-        print(json.dumps(user, indent=2))
-        return 0
-    summary: dict[str, Any] = {"profile": str(PROFILE.relative_to(HERE.parent))}
-    kernels = {"WARP_CACHE_PATH": tempfile.mkdtemp(prefix="warp-kernels-")}
+    steps = {int(n) for n in args.steps.split(",")}
+    path = out / "summary.json"
+    summary: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    summary["profile"] = str(PROFILE.relative_to(HERE.parent))
+    # one kernel cache for the warm runs, outside the repository (binaries)
+    kernels = {"WARP_CACHE_PATH": str(Path(tempfile.gettempdir()) / "bench-warp-kernels")}
     trial = ("trial", "--profile", str(PROFILE), "--num-envs", "4", "--gpu-mem", BUDGET, "--json")
-
-    # 1. cold, then warm kernels
-    for name in ("cold", "warm"):
-        _, stdout, wall = cli(out, f"trial-{name}", *trial, env=kernels)
-        summary[f"trial_{name}"] = {**trial_figures(record(stdout)), "cli_wall_s": wall}
-
-    # 2. the same workload on MJX's JAX path
-    data = yaml.safe_load(PROFILE.read_text())
-    data.update(name="cheetah-jax-tiny", impl="jax")
-    jax_profile = out / "cheetah-jax-tiny.yaml"
-    jax_profile.write_text(yaml.safe_dump(data, sort_keys=False))
-    _, stdout, wall = cli(out, "trial-jax", "trial", "--profile", str(jax_profile), "--num-envs",
-                          "4", "--gpu-mem", BUDGET, "--json")
-    summary["trial_jax"] = {**trial_figures(record(stdout)), "cli_wall_s": wall}
-
-    # 3. a sweep, kernels warm
+    if 1 in steps:  # cold, then warm kernels, on a cache of their own
+        for name in ("cold", "warm"):
+            _, stdout, wall = cli(out, f"trial-{name}", *trial,
+                                  env={"WARP_CACHE_PATH": tempfile.mkdtemp(prefix="warp-")}
+                                  if name == "cold" else kernels)
+            summary[f"trial_{name}"] = {**trial_figures(record(stdout)), "cli_wall_s": wall}
+    if 2 in steps:  # the same workload on MJX's JAX path
+        data = yaml.safe_load(PROFILE.read_text())
+        data.update(name="cheetah-jax-tiny", impl="jax")
+        jax_profile = out / "cheetah-jax-tiny.yaml"
+        jax_profile.write_text(yaml.safe_dump(data, sort_keys=False))
+        _, stdout, wall = cli(out, "trial-jax", "trial", "--profile", str(jax_profile),
+                              "--num-envs", "4", "--gpu-mem", BUDGET, "--json")
+        summary["trial_jax"] = {**trial_figures(record(stdout)), "cli_wall_s": wall}
     run_dir = out / "sweep-run"
-    code, stdout, wall = cli(out, "sweep", "sweep", "--profile", str(PROFILE), "--gpu-mem", BUDGET,
-                             "--out", str(run_dir), "--json", env=kernels)
-    sweep = record(stdout)
-    summary["sweep"] = {"exit": code, "wall_s": wall, "recommended": sweep.get("recommended"),
-                        "confirmed": sweep.get("confirmed"), "trials": len(sweep.get("trials") or [])}
+    if 3 in steps:  # a sweep, kernels warm
+        code, stdout, wall = cli(out, "sweep", "sweep", "--profile", str(PROFILE), "--gpu-mem",
+                                 BUDGET, "--out", str(run_dir), "--json", env=kernels)
+        sweep = record(stdout)
+        summary["sweep"] = {"exit": code, "wall_s": wall, "recommended": sweep.get("recommended"),
+                            "confirmed": sweep.get("confirmed"), "trials": sweep.get("trials")}
+    if 4 in steps:  # emit, verify, verify with the capacities halved
+        emit_and_verify(out, run_dir, kernels, summary)
+    if 5 in steps:
+        summary["user_runs"] = user_runs(out)
+    path.write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary, indent=2))
+    return 0
 
-    # 4. emit, verify, verify with the capacities halved
+
+def emit_and_verify(out: Path, run_dir: Path, kernels: dict[str, str],
+                    summary: dict[str, Any]) -> None:
     tuned = out / "tuned.yaml"
     code, _, _ = cli(out, "emit", "emit-config", str(run_dir), "--gpu-mem", BUDGET, "-o", str(tuned))
     summary["emit_exit"] = code
-    if code == 0:
-        emitted = yaml.safe_load(tuned.read_text())
-        capacities = dict(emitted["environment"].get("env_kwargs") or {})
-        summary["emitted_capacities"] = capacities
-        summary["emitted_comments"] = [line for line in tuned.read_text().splitlines()
-                                       if line.startswith("# MJX-Warp")]
-        halved = out / "tuned-halved.yaml"
-        emitted["environment"]["env_kwargs"] = {k: v // 2 for k, v in capacities.items()}
-        halved.write_text("\n".join(line for line in tuned.read_text().splitlines()
-                                    if line.startswith("#")) + "\n" + yaml.safe_dump(emitted))
-        for name, path in (("verify", tuned), ("verify_halved", halved)):
-            code, stdout, wall = cli(out, name.replace("_", "-"), "verify", str(path), "--profile",
-                                     str(PROFILE), "--gpu-mem", BUDGET, "--steps", "100", "--json",
-                                     env=kernels)
-            summary[name] = {"exit": code, "cli_wall_s": wall, **trial_figures(record(stdout))}
-        summary["user_runs"] = user_runs(out)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(json.dumps(summary, indent=2))
-    return 0
+    if code != 0:
+        return
+    emitted = yaml.safe_load(tuned.read_text())
+    capacities = dict(emitted["environment"].get("env_kwargs") or {})
+    summary["emitted_capacities"] = capacities
+    summary["emitted_comments"] = [line for line in tuned.read_text().splitlines()
+                                   if line.startswith("# MJX-Warp")]
+    halved = out / "tuned-halved.yaml"
+    emitted["environment"]["env_kwargs"] = {k: v // 2 for k, v in capacities.items()}
+    halved.write_text("\n".join(line for line in tuned.read_text().splitlines()
+                                if line.startswith("#")) + "\n" + yaml.safe_dump(emitted))
+    for name, path in (("verify", tuned), ("verify_halved", halved)):
+        code, stdout, wall = cli(out, name.replace("_", "-"), "verify", str(path), "--profile",
+                                 str(PROFILE), "--gpu-mem", BUDGET, "--steps", "100", "--json",
+                                 env=kernels)
+        summary[name] = {"exit": code, "cli_wall_s": wall, **trial_figures(record(stdout))}
 
 
 def user_runs(out: Path) -> dict[str, Any]:

@@ -45,6 +45,7 @@ def _trial(data: dict[str, Any], num_envs: int = 4) -> TrialResult:
                                   compile_cache_dir=shared_compile_cache()))
 
 
+@pytest.mark.slowest  # builds Warp's kernels on a fresh cache (~45 s) before it trains
 def test_a_warp_trial_records_contact_demand_capacities_and_kernel_builds():
     r = _trial(tiny_cup())
     assert r.status is Status.OK, r.error_message

@@ -295,6 +295,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     phase = "import"
     data_segment = _DataSegment()
     kernels: KernelBuilds | None = None
+    on_warp = False
     # Before JAX starts its thread pools: an inherited counter then counts all of them
     counter: ThreadInstructions | None = ThreadInstructions()
     try:
@@ -514,7 +515,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                       error_where=f"{phase}: {_location(exc)}")
     if counter is not None:
         counter.close()
-    if kernels is not None:
+    if kernels is not None and on_warp:  # JAX-path Playground: no Warp figures, not zeros
         result.update(kernels.fields())
     _memory_stats(result)
     if "host_peak_data_bytes" not in result and (data_segment.is_alive()
