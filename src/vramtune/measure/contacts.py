@@ -45,13 +45,14 @@ def overflow_words(overflow: list[str], *, naconmax: int | None, njmax: int | No
                    rows_per_world: int | None) -> str:
     """One line naming each overflowed buffer, the demand seen and what to raise."""
     parts = []
+    phases = [n.lower() for n in overflow if n in ("BROADPHASE", "NARROWPHASE")]
     for name in overflow:
         if name == "NEFC":
             parts.append(f"constraint rows: {rows_per_world} per world asked for, njmax {njmax}")
-        elif name in ("NARROWPHASE", "BROADPHASE"):
-            parts.append(f"contacts ({name.lower()}): {contacts} for all worlds "
+        elif name.lower() == (phases[0] if phases else None):  # one line for both phases
+            parts.append(f"contacts ({', '.join(phases)}): {contacts} for all worlds "
                          f"({contacts_per_world} in one world) asked for, naconmax {naconmax}")
-        else:
+        elif name.lower() not in phases:
             parts.append(f"{name.lower()} overflow")
     raise_keys = sorted({RAISE[n] for n in overflow if n in RAISE})
     hint = f"; raise {' and '.join(raise_keys)}" if raise_keys else ""

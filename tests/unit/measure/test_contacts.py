@@ -25,3 +25,11 @@ def test_kernel_builds_say_cold_warm_or_nothing_measured():
     assert KernelBuilds(compiled=3, build_s=2.5).fields()["warp_kernel_cache"] == "cold"
     assert KernelBuilds(cached=3, build_s=0.1).fields()["warp_kernel_cache"] == "warm"
     assert KernelBuilds(compiled=1, cached=2).fields()["warp_kernel_cache"] == "partly warm"
+
+
+def test_both_contact_phases_overflowing_make_one_line():
+    words = overflow_words(["NEFC", "BROADPHASE", "NARROWPHASE"], naconmax=24, njmax=7,
+                           contacts=28, contacts_per_world=17, rows_per_world=74)
+    assert words == ("MJX-Warp buffer overflow: constraint rows: 74 per world asked for, njmax 7; "
+                     "contacts (broadphase, narrowphase): 28 for all worlds (17 in one world) "
+                     "asked for, naconmax 24; raise naconmax and njmax")
