@@ -40,9 +40,11 @@ def tiny_cup(**env_kwargs: Any) -> dict[str, Any]:
     return data
 
 
-def _trial(data: dict[str, Any], num_envs: int = 4) -> TrialResult:
+def _trial(data: dict[str, Any], num_envs: int = 4,
+           capacities: tuple[tuple[str, int], ...] = ()) -> TrialResult:
     return run_trial(TrialRequest(profile_from_dict(data), num_envs,
-                                  compile_cache_dir=shared_compile_cache()))
+                                  compile_cache_dir=shared_compile_cache(),
+                                  warp_capacities=capacities))
 
 
 @pytest.mark.slowest  # builds Warp's kernels on a fresh cache (~45 s) before it trains
@@ -64,8 +66,10 @@ def test_a_warp_trial_records_contact_demand_capacities_and_kernel_builds():
 
 
 def test_a_small_njmax_is_an_overflow_that_names_the_buffer_and_stops_the_search():
-    r = _trial(tiny_cup(njmax=0))
+    # the capacities a sweep sized reach the env, except where the profile sets its own
+    r = _trial(tiny_cup(naconmax=5000), capacities=(("naconmax", 7), ("njmax", 0)))
+    assert (r.warp_naconmax, r.warp_njmax) == (5000, 0)
     assert r.status is Status.OVERFLOW, (r.status, r.error_message)
-    assert "NEFC" in r.warp_overflow and r.warp_njmax == 0
+    assert "NEFC" in r.warp_overflow
     assert r.error_message.startswith("MJX-Warp buffer overflow: constraint rows: ")
     assert r.error_message.endswith("njmax 0; raise njmax")
