@@ -421,14 +421,14 @@ CUP = {"name": "cup", "env": "playground:BallInCup", "impl": "warp", "descriptio
        "ppo": {"batch_size": 1024, "num_minibatches": 32, "unroll_length": 30}}
 
 
-@pytest.mark.parametrize("fmt_", list(ConfigFormat))
-def test_a_warp_pick_carries_its_capacities_where_each_format_trains_with_them(fmt_, tmp_path):
+def warp_emission(profile_data: dict, fmt_: ConfigFormat) -> str:
+    """The file emit-config writes for a 2048-env Warp pick that saw 1,500 contacts and 7
+    rows in its fullest env, under Playground's BallInCup capacities (10,000 and 25)."""
     import dataclasses
 
-    from vramtune.workload.emitted import verification_profile
     from vramtune.workload.profile import profile_from_dict
 
-    profile = profile_from_dict(CUP)
+    profile = profile_from_dict(profile_data)
     chosen = dataclasses.replace(
         trial(2048, 900 * MiB, 25910.0, gpu=False, budget=8 * GB), profile="cup",
         profile_hash=profile.hash, batch_size=1024, num_minibatches=32, unroll_length=30,
@@ -438,7 +438,16 @@ def test_a_warp_pick_carries_its_capacities_where_each_format_trains_with_them(f
                                         "profile_name": "cup", "profile_hash": profile.hash,
                                         "profile": profile.to_dict()}), (chosen,))
     source = merge_runs([run])
-    text = render(source, choose_for_budget(source, 8 * GB), fmt_, mem_fraction_var=VAR)
+    return render(source, choose_for_budget(source, 8 * GB), fmt_, mem_fraction_var=VAR)
+
+
+@pytest.mark.parametrize("fmt_", list(ConfigFormat))
+def test_a_warp_pick_carries_its_capacities_where_each_format_trains_with_them(fmt_, tmp_path):
+    from vramtune.workload.emitted import verification_profile
+    from vramtune.workload.profile import profile_from_dict
+
+    profile = profile_from_dict(CUP)
+    text = warp_emission(CUP, fmt_)
     data = yaml.safe_load(text)
     block = {ConfigFormat.BRAX: lambda d: d["environment"]["env_kwargs"],
              ConfigFormat.PLAYGROUND: lambda d: d["env_config_overrides"],
@@ -470,22 +479,7 @@ def test_verify_reads_the_capacities_an_emitted_file_sets_and_refuses_a_damaged_
 
 
 def test_a_factory_s_warp_capacities_are_said_not_written_into_its_keywords():
-    import dataclasses
-
-    from vramtune.workload.profile import profile_from_dict
-
     cup = {k: v for k, v in CUP.items() if k != "impl"}  # a factory picks its own physics
-    profile = profile_from_dict({**cup, "env": "mypkg.envs:make_cup"})
-    chosen = dataclasses.replace(
-        trial(2048, 900 * MiB, 25910.0, gpu=False, budget=8 * GB), profile="cup",
-        profile_hash=profile.hash, batch_size=1024, num_minibatches=32, unroll_length=30,
-        warp_naconmax=10_000, warp_njmax=25, warp_contacts_max=1500,
-        warp_constraint_rows_per_world_max=7)
-    run = Run(Path("run"), RunHeader(**{**header(budget=8 * GB, gpu=False).__dict__,
-                                        "profile_name": "cup", "profile_hash": profile.hash,
-                                        "profile": profile.to_dict()}), (chosen,))
-    source = merge_runs([run])
-    text = render(source, choose_for_budget(source, 8 * GB), ConfigFormat.BRAX,
-                  mem_fraction_var=VAR)
+    text = warp_emission({**cup, "env": "mypkg.envs:make_cup"}, ConfigFormat.BRAX)
     assert "env_kwargs" not in yaml.safe_load(text)["environment"]
     assert "# MJX-Warp: pass naconmax=2250, njmax=11 to your env factory" in text
