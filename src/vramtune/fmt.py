@@ -98,6 +98,8 @@ def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
                                f"overflow: {', '.join(r.warp_overflow or []) or 'none'}; "
                                f"solver limits: {', '.join(r.warp_solver_limits or []) or 'none'}"),
         ]
+    if r.warp_probe_error:
+        rows.append(("MJX-Warp probe failed (demand not measured)", r.warp_probe_error))
     if r.warp_mempool_high_bytes is not None:
         rows.append(("MJX-Warp memory pool peak (Warp's own: outside XLA's pool, not capped)",
                      format_bytes(r.warp_mempool_high_bytes)))

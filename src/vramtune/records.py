@@ -183,6 +183,7 @@ class TrialResult:
     # GPU: the high-water mark of Warp's own CUDA memory pool (cudaMallocAsync: its step
     # temporaries, held by the CUDA graphs it captures), outside XLA's pool and its cap
     warp_mempool_high_bytes: int | None = None
+    warp_probe_error: str | None = None  # the contact probe failed: why (demand None)
     gpu_name: str | None = None
     gpu_driver: str | None = None
     gpu_total_bytes: int | None = None

@@ -66,16 +66,15 @@ class KernelBuilds:
     compiled: int = 0
     cached: int = 0
     build_s: float = 0.0
-    folder: str | None = None
 
     def fields(self) -> dict[str, Any]:
-        cache = None
-        if self.compiled or self.cached:
-            cache = "cold" if self.compiled and not self.cached else \
-                "warm" if not self.compiled else "partly warm"
+        """The record's kernel fields; all None where no module load was seen."""
+        if not self.compiled and not self.cached:
+            return {"warp_kernel_cache": None, "warp_kernels_compiled": None,
+                    "warp_kernels_cached": None, "warp_kernel_build_s": None}
+        cache = "cold" if not self.cached else "warm" if not self.compiled else "partly warm"
         return {"warp_kernel_cache": cache, "warp_kernels_compiled": self.compiled,
-                "warp_kernels_cached": self.cached,
-                "warp_kernel_build_s": self.build_s if self.compiled or self.cached else None}
+                "warp_kernels_cached": self.cached, "warp_kernel_build_s": self.build_s}
 
 
 def watch_kernel_builds() -> KernelBuilds | None:
@@ -86,14 +85,13 @@ def watch_kernel_builds() -> KernelBuilds | None:
     cache folder is Warp's own (``WARP_CACHE_PATH`` or the user cache), so the user's
     training after the sweep finds the same kernels."""
     try:
-        import warp
         from warp._src.context import Module
     except ImportError:
         return None
     original = getattr(Module, "_compile", None)
     if original is None or getattr(original, "_vramtune", False):
         return None
-    builds = KernelBuilds(folder=warp.config.kernel_cache_dir)
+    builds = KernelBuilds()
 
     def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
@@ -103,7 +101,6 @@ def watch_kernel_builds() -> KernelBuilds | None:
         else:
             builds.cached += 1
         builds.build_s += time.perf_counter() - start
-        builds.folder = warp.config.kernel_cache_dir
         return compiled
 
     timed._vramtune = True  # type: ignore[attr-defined]

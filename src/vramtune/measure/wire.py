@@ -130,6 +130,7 @@ class ChildReport:
     # GPU: the high-water mark of Warp's own CUDA memory pool (cudaMallocAsync: its step
     # temporaries, held by the CUDA graphs it captures), outside XLA's pool and its cap
     warp_mempool_high_bytes: int | None = None
+    warp_probe_error: str | None = None  # the contact probe failed: why (demand None)
     error_type: str | None = None
     error_message: str | None = None
     error_where: str | None = None

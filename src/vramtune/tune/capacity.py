@@ -4,15 +4,17 @@ Warp allocates ``naconmax`` contacts (all worlds together, so it scales with num
 ``njmax`` constraint rows per world up front; too small and contacts or rows are dropped
 (the step flags an overflow), too large and the buffers hold memory num_envs could use. A
 Warp trial's probe records the most contacts (all worlds) and rows (the fullest world) any
-of its steps asked for (``measure/contacts.py``). The emitted capacity is that demand times
-``CAPACITY_MARGIN``, rounded up: the probe steps random actions for one episode or
+of its steps asked for (``measure/contacts.py``). The emitted capacity is the chosen size's demand
+times ``CAPACITY_MARGIN``, rounded up, and never more than its trial ran with (the file asks
+for no memory the trial did not hold): the probe steps random actions for one episode or
 ``contact_steps``, and a trained policy can hold more contacts at once than random actions
 do (a ball resting in the cup, more feet on the ground), so the capacity keeps half again
 what was seen. Not more: capacity beyond demand is memory num_envs could use, and a config
 whose capacities are halved must overflow where the demand recurs (an over-generous margin
-would hide a capacity set too low). The sweep sizes each trial's capacities the same way from
-the demand per env its earlier trials measured, so a size is measured with the buffers the
-emitted config will have. A capacity the user set in
+would hide a capacity set too low). The sweep sizes each trial's capacities from the demand per
+env its earlier trials measured, x the margin, so a size is measured with buffers at or
+above those its emitted config will have (the first trial, with nothing measured yet, runs
+with the workload's own). A capacity the user set in
 ``env_kwargs`` is kept as it is (its overflow is a trial's ``overflow`` status); one whose
 probe saw no demand keeps what the trial ran with (a zero would switch contacts off).
 """
@@ -23,7 +25,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vramtune.records import TrialResult
+from vramtune.records import Status, TrialResult
+from vramtune.workload.emitted import MAX_CAPACITY
 
 CAPACITY_MARGIN = 1.5
 # capacity: (the record's demand field, what it counts, over which worlds)
@@ -51,29 +54,39 @@ class Capacity:
         if self.demand is None or self.demand <= 0:
             return (f"{self.key} {self.value:,}: the trial's, kept (no {noun} seen by the "
                     f"probe, so there is no demand to size it from)")
-        line = (f"{self.key} {self.value:,}: {self.demand:,} {what} seen x {CAPACITY_MARGIN:g} "
-                f"margin; the trial ran with {self.ran_with:,}")
-        if self.ran_with is not None and self.value > self.ran_with:
-            line += " (more than measured: the memory figures do not include the difference)"
-        return line
+        margin = math.ceil(self.demand * CAPACITY_MARGIN)
+        if self.value == margin:
+            return (f"{self.key} {self.value:,}: {self.demand:,} {what} seen x "
+                    f"{CAPACITY_MARGIN:g} margin; the trial ran with {self.ran_with:,}")
+        return (f"{self.key} {self.value:,}: what the trial ran with, above the {self.demand:,} "
+                f"{what} seen (x {CAPACITY_MARGIN:g} would be {margin:,}, more than measured)")
+
+
+def _plausible(value: int | None) -> bool:
+    """A count a Warp trial can have recorded (a damaged results file may say anything)."""
+    return value is not None and 0 <= value <= MAX_CAPACITY
 
 
 def warp_capacities(chosen: TrialResult, env_kwargs: dict[str, object]) -> tuple[Capacity, ...]:
-    """naconmax and njmax for the chosen size; () when its trial did not step Warp."""
+    """naconmax and njmax for the chosen size; () when its trial did not step Warp, or
+    overflowed. Each is the demand its trial saw x the margin, never more than the trial ran
+    with: the file asks for no memory the trial did not hold."""
     ran = {"naconmax": chosen.warp_naconmax, "njmax": chosen.warp_njmax}
-    if ran["naconmax"] is None or ran["njmax"] is None:
+    if not all(_plausible(v) for v in ran.values()) or chosen.warp_overflow:
         return ()
     capacities = []
     for key, (field, _, _) in _DEMAND.items():
         demand = getattr(chosen, field)
+        demand = demand if _plausible(demand) else None
+        ran_with = int(ran[key])  # type: ignore[arg-type]  # checked above
         user = env_kwargs.get(key)
         if isinstance(user, int) and not isinstance(user, bool):
-            capacities.append(Capacity(key, user, demand, ran[key], user_set=True))
-        elif demand is None or demand <= 0:  # nothing seen (or a damaged record)
-            capacities.append(Capacity(key, int(ran[key]), demand, ran[key], user_set=False))
+            capacities.append(Capacity(key, user, demand, ran_with, user_set=True))
+        elif not demand:  # nothing seen (or a damaged record)
+            capacities.append(Capacity(key, ran_with, demand, ran_with, user_set=False))
         else:
-            capacities.append(Capacity(key, math.ceil(demand * CAPACITY_MARGIN), demand,
-                                       ran[key], user_set=False))
+            value = min(ran_with, math.ceil(demand * CAPACITY_MARGIN))
+            capacities.append(Capacity(key, value, demand, ran_with, user_set=False))
     return tuple(capacities)
 
 
@@ -83,15 +96,19 @@ def sweep_capacities(results: Sequence[TrialResult], num_envs: int,
     measured: contacts per env (all worlds scale with num_envs) and rows in the fullest world,
     each the most any trial saw, times the margin. () before any Warp trial; a capacity the
     user set, or one no trial saw demand for, is left to the workload (Playground's default
-    scaled with num_envs, ``workload/build.py``)."""
-    seen = [r for r in results if r.warp_contacts_max is not None and r.num_envs > 0]
+    scaled with num_envs, ``workload/build.py``). A trial that overflowed is left out: with
+    contacts or rows dropped its bodies sink and ask for more (74 rows where 9 were enough,
+    benchmarks/README.md), so its counts are not the workload's demand."""
+    seen = [r for r in results if _plausible(r.warp_contacts_max) and r.num_envs > 0
+            and r.status is not Status.OVERFLOW and not r.warp_overflow]
     if not seen:
         return ()
-    per_env = max(r.warp_contacts_max / r.num_envs for r in seen)
-    rows = max(r.warp_constraint_rows_per_world_max or 0 for r in seen)
+    per_env = max(r.warp_contacts_max / r.num_envs for r in seen)  # type: ignore[operator]
+    rows = max((r.warp_constraint_rows_per_world_max or 0 for r in seen
+                if _plausible(r.warp_constraint_rows_per_world_max)), default=0)
     sized = []
     if "naconmax" not in env_kwargs and per_env > 0:
-        sized.append(("naconmax", math.ceil(per_env * num_envs * CAPACITY_MARGIN)))
+        sized.append(("naconmax", min(MAX_CAPACITY, math.ceil(per_env * num_envs * CAPACITY_MARGIN))))
     if "njmax" not in env_kwargs and rows > 0:
-        sized.append(("njmax", math.ceil(rows * CAPACITY_MARGIN)))
+        sized.append(("njmax", min(MAX_CAPACITY, math.ceil(rows * CAPACITY_MARGIN))))
     return tuple(sized)

@@ -234,10 +234,11 @@ def choose(results: Iterable[TrialResult], budget_bytes: int | None, headroom_fr
     over = {**short, **after_proof}
     shorts = _short_reasons(rows, limit, short, over)
     edge = boundary_edge(rows, limit, over)
-    # A proof run (repeat or confirmation) that ended in an error proves nothing: its size
+    # A proof run (repeat or confirmation) that ended in an error (or a Warp buffer
+    # overflow: the physics was not the user's) proves nothing: its size
     # stays unproven (the next smaller one is proven instead), the boundary stays put.
     unproven = {r.num_envs for r in rows if r.purpose is not Purpose.SEARCH
-                and r.status is Status.ERROR}
+                and r.status in (Status.ERROR, Status.OVERFLOW)}
     # Ranked on search trials (and sizes re-run alone, as long as one) only: a confirming
     # run's longer window must not change the pick it was run to prove; proof runs count
     # for the boundary and the confirmation.

@@ -239,8 +239,8 @@ def render(source: Measurements, emission: Emission, fmt_: ConfigFormat = Config
         if num_timesteps is None:
             timesteps = ["num_timesteps is not set: keep brax_ppo_config's"]
         if sized:
-            usage.append("  env = registry.load(env_name, config_overrides="
-                         "cfg['env_config_overrides'])")
+            usage.append("  env = registry.load(env_name, config_overrides=yaml.safe_load("
+                         "open(THIS_FILE))['env_config_overrides'])")
         body = _dump({"ppo_params": params}) + (
             _dump({"env_config_overrides": sized}) if sized else "")
         body += _comment(env_notes) + _dump({"xla_env": env})
@@ -249,6 +249,9 @@ def render(source: Measurements, emission: Emission, fmt_: ConfigFormat = Config
         override = hydra_overrides(emission, hydra_prefix)
         usage = [f"override: {override}",
                  "hydra.job.env_set sets the XLA variables for the job before JAX starts"]
+        if sized:
+            usage.append("env_config: MJX-Warp's buffer sizes, for registry.load(env_name, "
+                         "config_overrides=cfg.env_config)")
         body = _dump(_nest(hydra_prefix, kwargs)) + (_dump({"network": network}) if network else "")
         body += _dump({"env_config": sized}) if sized else ""
         body += _comment(env_notes) + _dump({"hydra": {"job": {"env_set": env}}})

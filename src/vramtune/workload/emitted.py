@@ -71,7 +71,7 @@ def verification_profile(path: Path, profile: str | Path | Profile | None
     overlay: dict[str, Any] = {}
     network: dict[str, Any] = {}
     # MJX-Warp's buffer sizes, where emit-config writes them, whoever names the workload
-    capacities = _capacities(path, yamlio.loads(yamlio.read_text(path, what="config"), str(path)))
+    capacities = _capacities(path, _one_document(path))
     if profile is None:
         profile = emitted_profile(path)
         origin = f"profile {profile.name} named in the file"
@@ -117,6 +117,15 @@ def _emitted_blocks(path: Path, batch: BatchConfig) -> tuple[dict[str, Any], dic
         raise UserError(f"{path}: network: must be a mapping of settings, got "
                         f"{type(network).__name__} {str(network)[:40]!r}")
     return ppo, dict(network or {})
+
+
+def _one_document(path: Path) -> Any:
+    """The file as one YAML document; None for a multi-document config (``load_config`` has
+    read and checked it already; emit-config writes one document)."""
+    try:
+        return yamlio.loads(yamlio.read_text(path, what="config"), str(path))
+    except UserError:
+        return None
 
 
 def _capacities(path: Path, data: Any) -> dict[str, int]:

@@ -22,6 +22,7 @@ def test_solver_limits_are_not_capacities():
 def test_kernel_builds_say_cold_warm_or_nothing_measured():
     assert KernelBuilds().fields()["warp_kernel_cache"] is None
     assert KernelBuilds().fields()["warp_kernel_build_s"] is None
+    assert KernelBuilds().fields()["warp_kernels_compiled"] is None  # unmeasured, not 0
     assert KernelBuilds(compiled=3, build_s=2.5).fields()["warp_kernel_cache"] == "cold"
     assert KernelBuilds(cached=3, build_s=0.1).fields()["warp_kernel_cache"] == "warm"
     assert KernelBuilds(compiled=1, cached=2).fields()["warp_kernel_cache"] == "partly warm"

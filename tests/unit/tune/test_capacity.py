@@ -35,10 +35,19 @@ def test_a_capacity_the_user_set_is_kept():
     assert contacts.value == 75 and not contacts.user_set
 
 
-def test_more_than_measured_is_said():
+def test_never_more_than_the_trial_ran_with():
+    # 20 rows seen under njmax 20: x 1.5 would ask for memory the trial never held
     (_, rows) = warp_capacities(warp_trial(warp_contacts_max=5, warp_njmax=20,
                                            warp_constraint_rows_per_world_max=20), {})
-    assert rows.value == 30 and "more than measured" in rows.words
+    assert rows.value == 20
+    assert rows.words == ("njmax 20: what the trial ran with, above the 20 constraint rows in "
+                          "the fullest world seen (x 1.5 would be 30, more than measured)")
+
+
+def test_an_overflowed_or_damaged_pick_has_no_capacities_to_emit():
+    assert warp_capacities(warp_trial(warp_contacts_max=5, warp_overflow=["NEFC"]), {}) == ()
+    assert warp_capacities(warp_trial(warp_naconmax=-1), {}) == ()
+    assert warp_capacities(warp_trial(warp_njmax=10**20), {}) == ()
 
 
 def test_a_trial_that_did_not_step_warp_has_no_capacities():
@@ -65,3 +74,15 @@ def test_a_damaged_record_s_negative_demand_is_no_demand():
     (contacts, rows) = warp_capacities(warp_trial(warp_contacts_max=-7,
                                                   warp_constraint_rows_per_world_max=None), {})
     assert (contacts.value, rows.value) == (10_000, 25)
+
+
+def test_the_sweep_leaves_out_overflowed_and_damaged_records():
+    from vramtune.tune.capacity import sweep_capacities
+
+    sane = warp_trial(warp_contacts_max=40, warp_constraint_rows_per_world_max=9)  # 64 envs
+    sank = TrialResult(status=Status.OVERFLOW, profile="cup", profile_hash="0" * 16,
+                       num_envs=64, warp_naconmax=20, warp_njmax=7, warp_contacts_max=400,
+                       warp_constraint_rows_per_world_max=74, warp_overflow=["NEFC"])
+    huge = warp_trial(warp_contacts_max=10**20, warp_constraint_rows_per_world_max=-3)
+    assert sweep_capacities([sane, sank, huge], 64, {}) == (("naconmax", 60), ("njmax", 14))
+    assert sweep_capacities([sank, huge], 64, {}) == ()

@@ -456,7 +456,9 @@ def test_a_warp_pick_carries_its_capacities_where_each_format_trains_with_them(f
     assert ("# MJX-Warp naconmax 2,250: 1,500 contacts for all worlds seen x 1.5 margin; the "
             "trial ran with 10,000") in text
     if fmt_ is ConfigFormat.PLAYGROUND:
-        assert "config_overrides=cfg['env_config_overrides']" in text
+        assert "open(THIS_FILE))['env_config_overrides'])" in text
+    if fmt_ is ConfigFormat.HYDRA:
+        assert "config_overrides=cfg.env_config)" in text
     # verify trains the file with the capacities it sets
     path = tmp_path / "tuned.yaml"
     path.write_text(text)
