@@ -1,6 +1,6 @@
 """MJX-Warp for real: Playground's BallInCup on Warp in real trial subprocesses on the CPU.
 
-Warp steps ~100x slower on a CPU than MJX's JAX path (tens of env steps/s), so the profile is
+Warp steps 15-100x slower on a CPU than MJX's JAX path (tens of env steps/s), so the profile is
 Playground's own with tiny settings: 4 envs, a 10-step episode, one unroll of 5 per training
 step, resets once per evaluation. The session's first Warp trial builds Warp's kernels (its
 kernel cache is under the session's private XDG_CACHE_HOME); the next ones load them.

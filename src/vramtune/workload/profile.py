@@ -77,7 +77,7 @@ class Measure:
     steady_intervals: int = 2
     steady_tolerance: float = 0.005
     # MJX-Warp: env steps the contact probe takes after training (None: one episode, at most
-    # measure/contacts.CONTACT_STEPS_MAX); a CPU steps Warp ~100x slower than a GPU
+    # measure/contacts.CONTACT_STEPS_MAX); a CPU steps Warp at tens to hundreds of env steps/s
     contact_steps: int | None = None
 
 
