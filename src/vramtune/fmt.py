@@ -100,9 +100,12 @@ def trial_fields(r: TrialResult) -> list[tuple[str, str]]:
         ]
     if r.warp_probe_error:
         rows.append(("MJX-Warp probe failed (demand not measured)", r.warp_probe_error))
-    if r.warp_mempool_high_bytes is not None:
+    if r.warp_mempool_high_bytes is not None or r.warp_pool_room_bytes is not None:
+        peak = NA if r.warp_mempool_high_bytes is None else format_bytes(r.warp_mempool_high_bytes)
+        room = "none (nothing measured before)" if r.warp_pool_room_bytes is None \
+            else format_bytes(r.warp_pool_room_bytes) + " (predicted)"
         rows.append(("MJX-Warp memory pool peak (Warp's own: outside XLA's pool, not capped)",
-                     format_bytes(r.warp_mempool_high_bytes)))
+                     f"{peak}; room the cap left it: {room}"))
     if r.warp_kernel_cache is not None:
         rows.append(("MJX-Warp kernels", f"{r.warp_kernel_cache}: {r.warp_kernels_compiled} built, "
                                          f"{r.warp_kernels_cached} from the cache, "

@@ -183,6 +183,9 @@ class TrialResult:
     # GPU: the high-water mark of Warp's own CUDA memory pool (cudaMallocAsync: its step
     # temporaries, held by the CUDA graphs it captures), outside XLA's pool and its cap
     warp_mempool_high_bytes: int | None = None
+    # GPU: the bytes of the budget the cap left outside XLA's pool for that pool (predicted
+    # from earlier trials' high-water marks); None: none left (a CPU, or nothing measured yet)
+    warp_pool_room_bytes: int | None = None
     warp_probe_error: str | None = None  # the contact probe failed: why (demand None)
     gpu_name: str | None = None
     gpu_driver: str | None = None

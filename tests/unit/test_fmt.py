@@ -45,7 +45,11 @@ def test_a_warp_trial_shows_demand_beside_capacity_and_its_kernel_builds():
 
 
 def test_warp_s_own_pool_is_shown_apart_where_measured():
+    label = "MJX-Warp memory pool peak (Warp's own: outside XLA's pool, not capped)"
     f = fields(warp_mempool_high_bytes=512 * MiB)
-    assert f["MJX-Warp memory pool peak (Warp's own: outside XLA's pool, not capped)"] == \
-        "512.00 MiB"
+    assert f[label] == "512.00 MiB; room the cap left it: none (nothing measured before)"
+    f = fields(warp_mempool_high_bytes=512 * MiB, warp_pool_room_bytes=768 * MiB)
+    assert f[label] == "512.00 MiB; room the cap left it: 768.00 MiB (predicted)"
+    assert fields(warp_pool_room_bytes=768 * MiB)[label] == \
+        "n/a; room the cap left it: 768.00 MiB (predicted)"  # the trial died before reading it
     assert not any(k.startswith("MJX-Warp memory pool") for k in fields())

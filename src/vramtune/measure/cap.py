@@ -48,6 +48,9 @@ class Cap:
     pool_limit_bytes: int | None = None  # GPU: the bytes_limit each allocator must report
     total_bytes: int | None = None  # GPU: the denominator the fraction was computed from
     total_source: str | None = None  # "CUDA runtime" or "NVML"
+    # GPU: bytes the fraction leaves outside XLA's pool, beside the CUDA overhead, for memory
+    # the trial allocates past it (MJX-Warp's own pool); None: none asked for
+    outside_room_bytes: int | None = None
 
     @property
     def cache_tag(self) -> str | None:
@@ -68,32 +71,58 @@ def requested_platform(value: str | None = None) -> str | None:
     return first
 
 
-def gpu_fraction(budget_bytes: int | None, overhead_bytes: int | None, total_bytes: int) -> float:
+def gpu_fraction(budget_bytes: int | None, overhead_bytes: int | None, total_bytes: int,
+                 outside_room_bytes: int | None = None) -> float:
     """JAX's pool limit is fraction x the runtime's total; the process also holds the CUDA
-    context and libraries outside the pool, so they come off the budget first. Never more
-    than leaves room for that overhead (cuBLAS fails to start in a full card: jax#7118)."""
+    context and libraries outside the pool, so they come off the budget first, and so does
+    ``outside_room_bytes`` (what the trial allocates beside the pool: MJX-Warp's own pool).
+    Never more than leaves room for the overhead (cuBLAS fails to start in a full card:
+    jax#7118)."""
     room = (total_bytes - overhead_bytes) / total_bytes if overhead_bytes else None
     if budget_bytes is None:
         return min(DEFAULT_GPU_FRACTION, room) if room is not None else DEFAULT_GPU_FRACTION
     ceiling = room if room is not None else DEFAULT_GPU_FRACTION
-    fraction = (budget_bytes - (overhead_bytes or 0)) / total_bytes
+    fraction = (budget_bytes - (overhead_bytes or 0) - (outside_room_bytes or 0)) / total_bytes
     if fraction <= 0:
         raise UserError(f"budget {budget_bytes} B is below the measured per-process CUDA "
                         f"overhead ({overhead_bytes} B): nothing can run in it")
     return min(fraction, ceiling)
 
 
+def outside_room(budget_bytes: int | None, overhead_bytes: int | None,
+                 wanted_bytes: int | None) -> tuple[int | None, str | None]:
+    """The room the pool leaves for memory allocated beside it, and a note when it had to be
+    cut: at most half of what the budget leaves past the CUDA overhead, so that a prediction
+    larger than the budget still leaves XLA a pool to start in (the NVML process figure, which
+    counts both, then judges the size). (None, None): no budget or nothing asked for."""
+    if budget_bytes is None or not wanted_bytes or wanted_bytes <= 0:
+        return None, None
+    most = max((budget_bytes - (overhead_bytes or 0)) // 2, 0)
+    if wanted_bytes <= most:
+        return wanted_bytes, None
+    return most, (f"room outside the pool cut to {format_bytes(most)}, half the budget past the "
+                  f"CUDA overhead ({format_bytes(wanted_bytes)} predicted)")
+
+
 def gpu_cap(budget_bytes: int | None, overhead_bytes: int | None, total_bytes: int, *,
-            uuids: tuple[str, ...], fraction_var: str, total_source: str = "CUDA runtime"
-            ) -> Cap:
-    """The GPU cap for devices of ``total_bytes`` each. Pure: no NVML, no JAX."""
+            uuids: tuple[str, ...], fraction_var: str, total_source: str = "CUDA runtime",
+            outside_room_bytes: int | None = None) -> Cap:
+    """The GPU cap for devices of ``total_bytes`` each, leaving ``outside_room_bytes`` of the
+    budget outside XLA's pool (``outside_room``). Pure: no NVML, no JAX."""
     if fraction_var not in FRACTION_VARS:
         raise ValueError(f"not a fraction variable: {fraction_var}")
     notes: list[str] = []
     if budget_bytes is not None and overhead_bytes is None:
         notes.append("per-process CUDA overhead unknown: the cap assumes none")
-    fraction = gpu_fraction(budget_bytes, overhead_bytes, total_bytes)
-    if budget_bytes is not None and budget_bytes - (overhead_bytes or 0) > fraction * total_bytes:
+    room, cut = outside_room(budget_bytes, overhead_bytes, outside_room_bytes)
+    if room:
+        notes.append(f"{format_bytes(room)} of the budget left outside XLA's pool for MJX-Warp's "
+                     f"own pool (predicted from the sizes measured before)")
+    if cut:
+        notes.append(cut)
+    fraction = gpu_fraction(budget_bytes, overhead_bytes, total_bytes, room)
+    if budget_bytes is not None \
+            and budget_bytes - (overhead_bytes or 0) - (room or 0) > fraction * total_bytes:
         notes.append(f"budget exceeds what the card leaves the pool ({format_bytes(total_bytes)} "
                      f"total): capped at a fraction of {fraction:.4f}")
     text = format(fraction, ".9g")
@@ -109,7 +138,7 @@ def gpu_cap(budget_bytes: int | None, overhead_bytes: int | None, total_bytes: i
                unset=tuple(v for v in FRACTION_VARS if v != fraction_var),
                device_count=len(uuids), visible_uuids=tuple(uuids), fraction_var=fraction_var,
                fraction=fraction, pool_limit_bytes=int(fraction * total_bytes),
-               total_bytes=total_bytes, total_source=total_source)
+               total_bytes=total_bytes, total_source=total_source, outside_room_bytes=room)
 
 
 def cpu_cap(budget_bytes: int | None, devices: int = 1) -> Cap:
@@ -154,9 +183,12 @@ def backend(nvml: Nvml | None) -> str:
 
 
 def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | None, *,
-             devices: int = 1, runtime_total_bytes: int | None = None) -> Cap:
+             devices: int = 1, runtime_total_bytes: int | None = None,
+             outside_room_bytes: int | None = None) -> Cap:
     """The environment and limits that enforce the budget on this machine, on ``devices``
-    devices (the first ones CUDA would use; the budget is per device)."""
+    devices (the first ones CUDA would use; the budget is per device). On a GPU
+    ``outside_room_bytes`` of the budget is left outside XLA's pool; on a CPU RLIMIT_DATA
+    holds everything the process allocates (Warp's arrays too), so it needs none."""
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise UserError(f"--devices must be a positive integer, got {devices!r}")
     platform, cuda_jax = _checked_platform()
@@ -164,7 +196,8 @@ def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | 
         return cpu_cap(budget_bytes, devices)
     if nvml is not None and nvml.available:
         return plan_gpu_cap(budget_bytes, nvml, overhead_bytes, devices=devices,
-                            runtime_total_bytes=runtime_total_bytes, platform=platform)
+                            runtime_total_bytes=runtime_total_bytes, platform=platform,
+                            outside_room_bytes=outside_room_bytes)
     if budget_bytes is not None:
         # A CUDA jax with no NVML: the card's total is unknown, so no fraction can be set,
         # and RLIMIT_DATA would cap host memory while the trial runs on the GPU.
@@ -180,7 +213,7 @@ def plan_cap(budget_bytes: int | None, nvml: Nvml | None, overhead_bytes: int | 
 
 def plan_gpu_cap(budget_bytes: int | None, nvml: Nvml, overhead_bytes: int | None, *,
                  devices: int = 1, runtime_total_bytes: int | None = None,
-                 platform: str | None = "cuda") -> Cap:
+                 platform: str | None = "cuda", outside_room_bytes: int | None = None) -> Cap:
     """The GPU cap on the first ``devices`` GPUs NVML resolves from CUDA_VISIBLE_DEVICES,
     with the fraction of the CUDA runtime's total where it was measured, else NVML's."""
     picked = nvml.pick(devices)
@@ -193,7 +226,8 @@ def plan_gpu_cap(budget_bytes: int | None, nvml: Nvml, overhead_bytes: int | Non
                      else (picked[0].total_bytes, "NVML"))
     cap = gpu_cap(budget_bytes, overhead_bytes, total,
                   uuids=tuple(str(d.uuid) for d in picked),
-                  fraction_var=machine.mem_fraction_var(), total_source=source)
+                  fraction_var=machine.mem_fraction_var(), total_source=source,
+                  outside_room_bytes=outside_room_bytes)
     notes = list(nvml.notes) + list(cap.notes)
     if platform == "gpu":
         notes.append("JAX_PLATFORMS=gpu asks for rocm too and fails on CUDA-only installs "

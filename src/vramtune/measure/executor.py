@@ -220,7 +220,8 @@ class LocalExecutor:
                   profile_hash: str | None = None) -> FootprintProbe:
         """Start the compile-only probe (``measure.footprint``) under the sweep's cap, beside
         whatever runs (paused while a trial measures): it compiles, it trains nothing."""
-        probe = FootprintProbe(self._cap_for(self.cap.enforced_bytes, device_count), profile_dict,
+        probe = FootprintProbe(self._cap_for(self.cap.enforced_bytes, device_count, None),
+                               profile_dict,
                                sizes, device_count=device_count, import_path=import_path,
                                timeout_s=timeout_s, profile_hash=profile_hash).start()
         self._beside.append(probe)
@@ -229,7 +230,8 @@ class LocalExecutor:
     def run(self, request: TrialRequest, on_event: EventCallback | None = None) -> TrialResult:
         if invalid_result(request) is not None:
             return run_trial(request)  # rejected before launch: keep the standby for the next
-        cap = self._cap_for(request.enforced_bytes, request.device_count)
+        cap = self._cap_for(request.enforced_bytes, request.device_count,
+                            request.outside_room_bytes)
         current, self._standby = self._standby, None
         phase: dict[str, str] = {}
 
@@ -273,12 +275,16 @@ class LocalExecutor:
             return
         yield from self._run_together(list(requests), on_event)
 
-    def _cap_for(self, enforced_bytes: int | None, device_count: int) -> Cap:
-        """The sweep's cap, or (a caller mixing budgets or devices) one of their own."""
-        if enforced_bytes == self.cap.enforced_bytes and device_count == self.cap.device_count:
+    def _cap_for(self, enforced_bytes: int | None, device_count: int,
+                 outside_room_bytes: int | None) -> Cap:
+        """The sweep's cap, or (a caller mixing budgets or devices, or a GPU trial that leaves
+        room outside XLA's pool) one of their own."""
+        if enforced_bytes == self.cap.enforced_bytes and device_count == self.cap.device_count \
+                and outside_room_bytes == self.cap.outside_room_bytes:
             return self.cap
         return plan_cap(enforced_bytes, self.nvml, self.overhead_bytes, devices=device_count,
-                        runtime_total_bytes=self.runtime_total_bytes)
+                        runtime_total_bytes=self.runtime_total_bytes,
+                        outside_room_bytes=outside_room_bytes)
 
     def _run_together(self, pending: list[TrialRequest],
                       on_event: EventCallback | None) -> Iterator[TrialResult]:
@@ -314,7 +320,8 @@ class LocalExecutor:
             while pending or running:
                 while pending and admit(pending[0]):
                     request = pending.pop(0)
-                    cap = self._cap_for(request.enforced_bytes, request.device_count)
+                    cap = self._cap_for(request.enforced_bytes, request.device_count,
+                                        request.outside_room_bytes)
                     thread = threading.Thread(target=work, args=(next_id, request, cap),
                                               daemon=True, name=f"vramtune-trial-{next_id}")
                     running[next_id] = (thread, request.enforced_bytes or device, request.alone)

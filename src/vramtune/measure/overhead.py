@@ -79,12 +79,13 @@ def remember(cache: Path, known: dict) -> bool:
     return True
 
 
-def device_cap(limit_bytes: int | None, nvml: Nvml | None, devices: int = 1
-               ) -> tuple[Cap, DeviceFacts]:
+def device_cap(limit_bytes: int | None, nvml: Nvml | None, devices: int = 1,
+               outside_room_bytes: int | None = None) -> tuple[Cap, DeviceFacts]:
     """The cap a trial runs under on this machine, and the device facts it was planned from:
     the one place a cap is planned from a limit (the sweep's executor, a lone trial, verify,
     a Ray node each call this)."""
     facts = measure_device(nvml) if nvml is not None and nvml.available else DeviceFacts(None, None)
     cap = plan_cap(limit_bytes, nvml, facts.overhead_bytes, devices=devices,
-                   runtime_total_bytes=facts.runtime_total_bytes)
+                   runtime_total_bytes=facts.runtime_total_bytes,
+                   outside_room_bytes=outside_room_bytes)
     return cap, facts

@@ -299,11 +299,12 @@ def _trial_environment(settings: dict[str, Any]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _node_cap(limit_bytes: int | None, devices: int) -> tuple[Cap, Nvml, DeviceFacts]:
+def _node_cap(limit_bytes: int | None, devices: int, outside_room_bytes: int | None = None
+              ) -> tuple[Cap, Nvml, DeviceFacts]:
     """The cap planned here, on the node, for the GPU(s) Ray gave this task: their total and
     their CUDA overhead (measured once per card model and driver, then cached on the node)."""
     nvml = Nvml()
-    cap, facts = device_cap(limit_bytes, nvml, devices)
+    cap, facts = device_cap(limit_bytes, nvml, devices, outside_room_bytes)
     return cap, nvml, facts
 
 
@@ -348,7 +349,8 @@ def trial_task(request: TrialRequest, settings: dict[str, Any]) -> Iterator[tupl
         events.put(("event", event))
 
     with _trial_environment(settings):
-        cap, nvml, facts = _node_cap(request.enforced_bytes, request.device_count)
+        cap, nvml, facts = _node_cap(request.enforced_bytes, request.device_count,
+                                     request.outside_room_bytes)
         if request.compile_cache_dir is not None:  # the worker's own cache, not the driver's path
             request = replace(request, compile_cache_dir=str(default_cache_dir() / "jax"))
 

@@ -65,6 +65,9 @@ class TrialRequest:
     # MJX-Warp buffer sizes ((naconmax, n), (njmax, n)) the sweep sized from measured demand;
     # the profile's env_kwargs win, and () leaves them to the workload's defaults
     warp_capacities: tuple[tuple[str, int], ...] = ()
+    # GPU: bytes of the budget the cap leaves outside XLA's pool for MJX-Warp's own pool
+    # (predicted by the sweep from the pools its earlier trials measured); None: none
+    outside_room_bytes: int | None = None
 
     @property
     def enforced_bytes(self) -> int | None:
@@ -276,7 +279,8 @@ def run_trial(request: TrialRequest, on_event: EventCallback | None = None, *,
         return invalid
     if cap is None:  # a caller that planned none: the budget as given, on this machine
         cap = plan_cap(request.enforced_bytes, nvml, overhead_bytes,
-                       devices=request.device_count, runtime_total_bytes=runtime_total_bytes)
+                       devices=request.device_count, runtime_total_bytes=runtime_total_bytes,
+                       outside_room_bytes=request.outside_room_bytes)
     timeout_s = request.timeout_s if request.timeout_s is not None else request.profile.timeout_s
     with trial_dir() as tmp:
         trial = RunningTrial.launch(request, cap, Path(tmp), on_event, nvml=nvml,
@@ -502,6 +506,7 @@ def build_record(request: TrialRequest, cap: Cap, trial: RunningTrial,
         outside_pool_bytes=max((v for v in outside or [] if v is not None), default=None),
         outside_pool_bytes_per_device=outside,
         pool_limit_intended_bytes=cap.pool_limit_bytes, cap_check=_proof_line(cap, proof),
+        warp_pool_room_bytes=cap.outside_room_bytes,
         steps_per_s_per_device=per_device_rate,
         nvml_note=nvml_note, host_peak_rss_bytes=peak_rss,
         host_peak_data_bytes=peak_data,

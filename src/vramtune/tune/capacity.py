@@ -17,6 +17,13 @@ above those its emitted config will have (the first trial, with nothing measured
 with the workload's own). A capacity the user set in
 ``env_kwargs`` is kept as it is (its overflow is a trial's ``overflow`` status); one whose
 probe saw no demand keeps what the trial ran with (a zero would switch contacts off).
+
+On a GPU each Warp step's temporaries come from Warp's own CUDA pool, outside XLA's pool and
+its fraction (docs/measuring.md). The sweep leaves room for it under the budget
+(``warp_pool_room``): the high-water mark earlier trials measured, scaled up with num_envs
+(never down: the pool has parts no env count shrinks), times the margin, so that XLA's pool
+plus Warp's stays within the budget and a size too large for both runs out of memory in its
+trial rather than past the budget. The NVML process figure, which counts both, still judges.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from vramtune.records import Status, TrialResult
 from vramtune.workload.emitted import MAX_CAPACITY
 
 CAPACITY_MARGIN = 1.5
+MAX_POOL_BYTES = 1 << 50  # past any card: a damaged results file's pool figure is ignored
 # capacity: (the record's demand field, what it counts, over which worlds)
 _DEMAND = {"naconmax": ("warp_contacts_max", "contacts", "for all worlds"),
            "njmax": ("warp_constraint_rows_per_world_max", "constraint rows", "in the fullest world")}
@@ -112,3 +120,19 @@ def sweep_capacities(results: Sequence[TrialResult], num_envs: int,
     if "njmax" not in env_kwargs and rows > 0:
         sized.append(("njmax", min(MAX_CAPACITY, math.ceil(rows * CAPACITY_MARGIN))))
     return tuple(sized)
+
+
+def warp_pool_room(results: Sequence[TrialResult], num_envs: int) -> int | None:
+    """The bytes a GPU trial of ``num_envs`` leaves outside XLA's pool for Warp's own pool:
+    the largest high-water mark earlier trials measured, each scaled by num_envs over its
+    size where that is larger (the step's temporaries scale with naconmax and nworld, both
+    with num_envs; scaled down never: the pool keeps parts no size shrinks), times the margin.
+    None before any GPU Warp trial measured its pool (the first runs without room; its NVML
+    figure, which counts the pool, judges it)."""
+    seen = [r for r in results if r.num_envs > 0 and isinstance(r.warp_mempool_high_bytes, int)
+            and 0 < r.warp_mempool_high_bytes <= MAX_POOL_BYTES]
+    if not seen or num_envs <= 0:
+        return None
+    need = max(r.warp_mempool_high_bytes * max(1.0, num_envs / r.num_envs)  # type: ignore[operator]
+               for r in seen)
+    return math.ceil(need * CAPACITY_MARGIN)

@@ -26,7 +26,7 @@ from vramtune.results.store import (
 )
 from vramtune.tune.alone import alone_steps, decide
 from vramtune.tune.boundary import past_boundary, past_labels, ruled_out
-from vramtune.tune.capacity import sweep_capacities
+from vramtune.tune.capacity import sweep_capacities, warp_pool_room
 from vramtune.tune.planner import SearchSpace, Step, StepKind, plan_round
 from vramtune.tune.prepare import PreparedSweep, SweepState
 from vramtune.tune.prior import PriorSource
@@ -137,7 +137,8 @@ def trial_request(config: SweepConfig, results: Sequence[TrialResult], step: Ste
                         device_count=config.settings.devices,
                         alone=purpose is not Purpose.SEARCH,
                         warp_capacities=sweep_capacities(results, step.num_envs,
-                                                         config.profile.env_kwargs))
+                                                         config.profile.env_kwargs),
+                        outside_room_bytes=warp_pool_room(results, step.num_envs))
 
 
 def run_sweep(config: SweepConfig, executor: Executor, run_dir: Path, state: SweepState,

@@ -150,6 +150,27 @@ def test_without_the_cleaning_jaxlib_would_not_start_the_plugin(monkeypatch):
     assert gpu_plugin_options({"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"})["allocator"] == "platform"
 
 
+def test_room_for_warp_s_own_pool_comes_off_the_budget_before_the_fraction():
+    cap = gpu_cap(8 * GB, GB // 2, 80 * GIB, uuids=(GPU0,), fraction_var="XLA_CLIENT_MEM_FRACTION",
+                  outside_room_bytes=GB)
+    assert cap.pool_limit_bytes == pytest.approx(6.5 * GB, rel=1e-6)
+    assert cap.outside_room_bytes == GB and cap.cache_tag != _cap().cache_tag
+    assert any("left outside XLA's pool for MJX-Warp" in n for n in cap.notes)
+    # more than half of what the budget leaves past the overhead: cut to half, said so
+    cut = gpu_cap(8 * GB, GB // 2, 80 * GIB, uuids=(GPU0,), fraction_var="XLA_CLIENT_MEM_FRACTION",
+                  outside_room_bytes=20 * GB)
+    assert cut.outside_room_bytes == 3.75 * GB
+    assert cut.pool_limit_bytes == pytest.approx(3.75 * GB, rel=1e-6)
+    assert any("cut to" in n and "predicted" in n for n in cut.notes)
+    assert _cap().outside_room_bytes is None  # none asked: the fraction as before
+
+
+def test_a_cpu_cap_needs_no_room_outside_the_pool(monkeypatch):
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    cap = plan_cap(GB, None, None, outside_room_bytes=GB // 4)
+    assert cap.rlimit_data_bytes == GB and cap.outside_room_bytes is None  # Warp's arrays count
+
+
 # -- planned from NVML (the fake) ------------------------------------------------------------
 
 def test_gpu_cap_from_nvml_uses_the_runtime_total_when_measured(fake_nvml, monkeypatch):
@@ -164,6 +185,10 @@ def test_gpu_cap_from_nvml_uses_the_runtime_total_when_measured(fake_nvml, monke
     assert cap.pool_limit_bytes == pytest.approx(7.5 * GB, rel=1e-6)
     by_nvml = plan_gpu_cap(8 * GB, nvml, GB // 2)
     assert by_nvml.total_source == "NVML" and any("NVML's total" in n for n in by_nvml.notes)
+    roomy = plan_gpu_cap(8 * GB, nvml, GB // 2, runtime_total_bytes=runtime,
+                         outside_room_bytes=GB)
+    assert roomy.pool_limit_bytes == pytest.approx(6.5 * GB, rel=1e-6)
+    assert roomy.outside_room_bytes == GB
 
 
 def test_backend_is_the_one_plan_cap_would_plan_on(fake_nvml, monkeypatch):

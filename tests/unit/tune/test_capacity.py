@@ -86,3 +86,20 @@ def test_the_sweep_leaves_out_overflowed_and_damaged_records():
     huge = warp_trial(warp_contacts_max=10**20, warp_constraint_rows_per_world_max=-3)
     assert sweep_capacities([sane, sank, huge], 64, {}) == (("naconmax", 60), ("njmax", 14))
     assert sweep_capacities([sank, huge], 64, {}) == ()
+
+
+def test_a_gpu_trial_leaves_room_for_warp_s_pool_scaled_up_with_num_envs_never_down():
+    from vramtune.tune.capacity import warp_pool_room
+
+    assert warp_pool_room([], 256) is None
+    assert warp_pool_room([warp_trial()], 256) is None  # a CPU trial measures no pool
+    mib = 2**20
+    small = warp_trial(warp_mempool_high_bytes=100 * mib)  # 64 envs
+    large = TrialResult(status=Status.OK, profile="cup", profile_hash="0" * 16, num_envs=512,
+                        warp_mempool_high_bytes=400 * mib)
+    # 256 envs: 100 MiB x 4 from 64's, 400 MiB from 512's (not scaled down): the larger
+    assert warp_pool_room([small, large], 256) == round(400 * mib * CAPACITY_MARGIN)
+    # 1024 envs: 100 MiB x 16 from 64's, 400 MiB x 2 from 512's: the larger, 64's
+    assert warp_pool_room([small, large], 1024) == round(1600 * mib * CAPACITY_MARGIN)
+    damaged = [warp_trial(warp_mempool_high_bytes=-5), warp_trial(warp_mempool_high_bytes=10**20)]
+    assert warp_pool_room(damaged, 256) is None

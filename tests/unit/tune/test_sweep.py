@@ -336,3 +336,11 @@ def test_a_pick_whose_confirming_run_moved_is_re_measured_and_a_new_pick_proven(
         steps = next_steps(cfg, results, cfg.space(), 1)
     (step,) = steps
     assert step.phase is StepKind.CONFIRMING and step.num_envs == 1408
+
+
+def test_a_trial_leaves_room_outside_the_pool_for_the_warp_pool_its_earlier_trials_measured():
+    cfg = config()
+    step = Step(StepKind.DOUBLING, 512, "search")
+    assert trial_request(cfg, SEARCHED, step).outside_room_bytes is None  # none measured
+    pooled = [*SEARCHED[:1], replace(rec(256), warp_mempool_high_bytes=64 * MiB)]
+    assert trial_request(cfg, pooled, step).outside_room_bytes == 64 * MiB * 2 * 3 // 2
