@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # what type checkers and editors see of the lazy names below:
         check,
         doctor,
         emit_config,
+        explain,
         init_profile,
         load_runs,
         outcome,
@@ -31,7 +32,7 @@ __version__ = "0.2.0.dev0"
 
 __all__ = ["sweep", "sweep_request", "SweepRequest", "trial", "recommend", "prepare_sweep",
            "run_prepared", "outcome",
-           "load_runs", "emit_config", "verify", "check", "doctor", "init_profile"]
+           "load_runs", "emit_config", "explain", "verify", "check", "doctor", "init_profile"]
 _API = frozenset(__all__)
 
 

@@ -74,6 +74,7 @@ from vramtune.tune.budgets import (
     run_speed_margin,
 )
 from vramtune.tune.gate import DEFAULT_MAX_SPEED_DROP, BenchReport, Verdict
+from vramtune.tune.ledger import Explanation, explain_run
 from vramtune.tune.options import SweepOptions, as_margin, sweep_flags
 from vramtune.tune.planner import Step
 from vramtune.tune.prepare import PreparedSweep, prepare, prepare_by_type
@@ -107,7 +108,7 @@ __all__ = [
     # saved runs and the configs emitted from them
     "Run", "RunChoice", "EmittedConfig", "Measurements", "Emission", "ConfigFormat", "CPU_NOTICE",
     "RunsArg", "load_runs", "open_run", "expand_runs", "newest_run", "is_parent_of_runs", "runs_by_card",
-    "choose_in_run", "emit_config", "emit_cards",
+    "choose_in_run", "emit_config", "emit_cards", "Explanation", "explain",
     # the CI regression gate
     "BenchOutcome", "BenchReport", "Verdict", "DEFAULT_MAX_SPEED_DROP", "bench",
 ]
@@ -558,6 +559,18 @@ def choose_in_run(run: Run, *, headroom: Percent = None,
     return RunChoice(run, choose(run.results, run.header.budget_bytes, fraction, goal,
                                  margin=run_speed_margin(run)), fraction, goal)
 
+
+
+def explain(run: str | Path | Run, *, num_envs: int | None = None,
+            headroom: Percent = None) -> Explanation:
+    """Where a saved sweep's memory goes: ``num_envs``' ledger (measured, else predicted; by
+    default the sweep's pick), each role per env and fixed, and the largest num_envs predicted
+    for common cards at the sweep's headroom (or ``headroom``)."""
+    run = run if isinstance(run, Run) else open_run(run)
+    choice = choose_in_run(run, headroom=headroom)
+    pick = choice.recommendation.chosen
+    return explain_run(run, check_num_envs(num_envs), choice.headroom_fraction,
+                       default_num_envs=pick.num_envs if pick else None)
 
 
 def bench(baseline: str | Path, profile: str | Path | Profile = "quick", *,

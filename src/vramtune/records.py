@@ -187,6 +187,22 @@ class TrialResult:
     # from earlier trials' high-water marks); None: none left (a CPU, or nothing measured yet)
     warp_pool_room_bytes: int | None = None
     warp_probe_error: str | None = None  # the contact probe failed: why (demand None)
+    # Where the memory goes (measure/ledger.py), in bytes: the trainer's state at its first
+    # training epoch by role, the evaluator's state and the params copy it is given, XLA's
+    # figures for the epoch (outputs not donated, temporaries) and the evaluation
+    # (temporaries), and the rollout (a part of the epoch's temporaries, not added to them).
+    # Per process on a CPU, per device on a GPU. None: not counted (the error says why)
+    ledger_params_bytes: int | None = None
+    ledger_optimizer_bytes: int | None = None
+    ledger_normalizer_bytes: int | None = None
+    ledger_env_state_bytes: int | None = None
+    ledger_eval_state_bytes: int | None = None
+    ledger_keys_bytes: int | None = None
+    ledger_epoch_outputs_bytes: int | None = None
+    ledger_epoch_temp_bytes: int | None = None
+    ledger_eval_temp_bytes: int | None = None
+    ledger_rollout_bytes: int | None = None
+    ledger_error: str | None = None
     gpu_name: str | None = None
     gpu_driver: str | None = None
     gpu_total_bytes: int | None = None

@@ -15,6 +15,7 @@ from vramtune.cli import (
     check_cmd,
     doctor_cmd,
     emit_cmd,
+    explain_cmd,
     profiles_cmd,
     report_cmd,
     sweep_cmd,
@@ -63,6 +64,7 @@ app.command("sweep")(trains(sweep_cmd.sweep))
 app.command("bench")(trains(bench_cmd.bench_command))
 app.command("report")(report_cmd.report)
 app.command("compare")(report_cmd.compare)
+app.command("explain")(explain_cmd.explain)
 app.command("verify")(trains(verify_cmd.verify))
 app.command("doctor")(doctor_cmd.doctor)
 

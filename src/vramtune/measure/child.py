@@ -28,6 +28,7 @@ from vramtune.measure.contacts import (
     watch_kernel_builds,
 )
 from vramtune.measure.counters import ThreadInstructions, per_step
+from vramtune.measure.ledger import LedgerWatch
 from vramtune.measure.probe import rlimit_data_in_force, runtime_devices, set_rlimit_data
 from vramtune.measure.rates import median_interval
 from vramtune.measure.wire import (
@@ -290,11 +291,21 @@ def cap_proof(jax: Any) -> dict[str, Any]:
     }
 
 
+def _action_size(environment: Any) -> int | None:
+    """The env's action size (brax and Playground envs both have ``action_size``)."""
+    try:
+        size = environment.action_size
+    except Exception:  # noqa: BLE001 - unknown: the rollout is then not counted
+        return None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
 def run(spec: TrialSpec) -> dict[str, Any]:
     result: dict[str, Any] = {}
     phase = "import"
     data_segment = _DataSegment()
     kernels: KernelBuilds | None = None
+    ledger: LedgerWatch | None = None
     on_warp = False
     # Before JAX starts its thread pools: an inherited counter then counts all of them
     counter: ThreadInstructions | None = ThreadInstructions()
@@ -467,6 +478,14 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             if (throughput_ready and memory_ready) or len(speed.rates) >= measure.max_intervals:
                 raise _Enough()
 
+        # Where the memory goes: the roles at the first epoch and evaluation, counted from
+        # brax's own arguments (measure/ledger.py); it changes nothing brax runs.
+        ledger = LedgerWatch(num_envs=num_envs, batch_size=batch_size,
+                             num_minibatches=num_minibatches, unroll_length=unroll,
+                             action_size=_action_size(environment), on_gpu=not on_cpu,
+                             devices=int(result.get("device_count") or 1),
+                             bootstrap_on_timeout=bool(kwargs.get("bootstrap_on_timeout")))
+        ledger.install(jax)
         emit(phase="compiling")
         try:
             ppo.train(environment, num_timesteps=epochs * env_steps_per_epoch,
@@ -521,6 +540,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         counter.close()
     if kernels is not None and on_warp:  # JAX-path Playground: no Warp figures, not zeros
         result.update(kernels.fields())
+    if ledger is not None:  # counted before an OOM too: where the memory went until then
+        result.update(ledger.fields())
+        if ledger.error:
+            result["ledger_error"] = ledger.error
     _memory_stats(result)
     if "host_peak_data_bytes" not in result and (data_segment.is_alive()
                                                  or data_segment.peak_bytes is not None):

@@ -1,0 +1,159 @@
+"""Where a trial's memory goes: the parts of brax's training by role, read in the trial child.
+
+brax's ``ppo.train`` hands its whole state to two jitted calls: ``training_epoch(training_state,
+env_state, key)`` (brax/training/agents/ppo/train.py: a scan of training steps, pmapped) and
+the evaluator's ``generate_eval_unroll(eval_state, params, key)`` (brax/training/acting.py).
+Their arguments at the first call are the real pytrees the trainer holds at a step boundary:
+``TrainingState`` (params, optimizer state, normalizer, env_steps: train.py ``TrainingState``),
+the env state of num_envs envs, the evaluator's state of its eval envs. Each is counted here
+by its arrays' bytes. XLA's own figures for the two executables
+(``Compiled.memory_analysis()``: arguments, outputs, aliased, temporaries) come from
+compiling each call ahead of time with the arguments it was about to get, just before brax's
+call, which then runs that executable without a second compile (jax's lowering and compile
+caches; checked on jax 0.9.2 and 0.10.2: one backend compile in all, by either path). Nothing
+else changes: brax's code, arguments and donation are its own.
+
+The rollout is not an argument: brax builds it inside the epoch's scan (train.py
+``training_step``: ``batch_size * num_minibatches // num_envs`` unrolls of ``unroll_length``
+steps of every env) and it lives in the epoch's temporaries. Its size is counted from the
+env state's own arrays and the policy's outputs, field by field as ``acting.actor_step`` fills
+a ``Transition``: observation and next observation, action, reward, discount, the policy's
+extras (log-prob, raw action, distribution parameters: ppo/networks.py) and the state extras
+PPO asks for (truncation, episode_metrics, episode_done, time_out when bootstrapping on
+timeouts). It is part of the temporaries, never added to them.
+
+Figures are per process on a CPU (all its devices: one data segment) and per device on a GPU
+(the pool is per device).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+EPOCH_FUNCTION = "training_epoch"
+EVAL_FUNCTION = "generate_eval_unroll"
+# Each role's field in the trial's record, in the order a ledger is shown.
+ROLE_FIELDS = ("ledger_params_bytes", "ledger_optimizer_bytes", "ledger_normalizer_bytes",
+               "ledger_env_state_bytes", "ledger_eval_state_bytes", "ledger_keys_bytes",
+               "ledger_epoch_outputs_bytes", "ledger_epoch_temp_bytes", "ledger_eval_temp_bytes")
+PART_FIELDS = ("ledger_rollout_bytes",)  # inside one of the roles above (the epoch's temp)
+STATE_EXTRAS = ("truncation", "episode_metrics", "episode_done")  # train.py training_step
+
+
+def tree_bytes(tree: Any, jax: Any) -> int:
+    """The bytes of every array leaf (all devices together)."""
+    return int(sum(getattr(leaf, "nbytes", 0) or 0 for leaf in jax.tree_util.tree_leaves(tree)))
+
+
+def transition_bytes_per_env(env_state: Any, action_size: int, jax: Any, *,
+                             num_envs: int, bootstrap_on_timeout: bool) -> int:
+    """One ``Transition`` of one env, as PPO's unroll fills it (see the module docstring).
+    ``env_state`` is the batched state of all ``num_envs`` envs (over every device)."""
+    count = max(num_envs, 1)
+
+    def per_env(tree: Any) -> int:
+        return math.ceil(tree_bytes(tree, jax) / count)
+
+    info = getattr(env_state, "info", {}) or {}
+    obs = per_env(env_state.obs)
+    reward = per_env(env_state.reward)
+    done = per_env(env_state.done)  # discount = 1 - done: the same dtype
+    f32 = 4  # the policy's outputs: float32 parameters
+    # log_prob (1), raw_action (A), distribution_params (2A: loc and scale)
+    policy_extras = f32 * (1 + action_size + 2 * action_size)
+    wanted = (*STATE_EXTRAS, "time_out") if bootstrap_on_timeout else STATE_EXTRAS
+    state_extras = sum(per_env(info[k]) for k in wanted if k in info)
+    return obs * 2 + f32 * action_size + reward + done + policy_extras + state_extras
+
+
+class LedgerWatch:
+    """Counts the roles at the first call of the epoch and of the evaluation (``install``
+    before brax's ``train`` runs: brax looks ``jax.pmap``/``jax.jit`` up when it trains)."""
+
+    def __init__(self, *, num_envs: int, batch_size: int, num_minibatches: int,
+                 unroll_length: int, action_size: int | None, on_gpu: bool, devices: int,
+                 bootstrap_on_timeout: bool) -> None:
+        self.num_envs, self.batch_size, self.num_minibatches = num_envs, batch_size, num_minibatches
+        self.unroll_length, self.action_size = unroll_length, action_size
+        self.on_gpu, self.devices, self.bootstrap = on_gpu, max(devices, 1), bootstrap_on_timeout
+        self.figures: dict[str, int] = {}
+        self.error: str | None = None
+        self._seen: set[str] = set()
+
+    def _scale(self, global_bytes: int) -> int:
+        """All devices' bytes to the ledger's unit: per device on a GPU."""
+        return global_bytes // self.devices if self.on_gpu else global_bytes
+
+    def _xla(self, per_device_bytes: int) -> int:
+        """An executable's per-device figure to the ledger's unit: the process on a CPU."""
+        return per_device_bytes if self.on_gpu else per_device_bytes * self.devices
+
+    def install(self, jax: Any) -> None:
+        watch = self
+        for name in ("pmap", "jit"):
+            original = getattr(jax, name)
+
+            def wrapped(fun: Any = None, *args: Any, _original: Any = original,
+                        **kwargs: Any) -> Any:
+                staged = _original(fun, *args, **kwargs)
+                which = getattr(fun, "__name__", None)
+                if which not in (EPOCH_FUNCTION, EVAL_FUNCTION):
+                    return staged
+
+                def first_call(*call_args: Any, **call_kwargs: Any) -> Any:
+                    if which not in watch._seen:
+                        watch._seen.add(which)
+                        watch._count(jax, which, staged, call_args, call_kwargs)
+                    return staged(*call_args, **call_kwargs)
+                return first_call
+
+            setattr(jax, name, wrapped)
+
+    def _count(self, jax: Any, which: str, staged: Any, args: tuple, kwargs: dict) -> None:
+        """The roles in ``args`` and XLA's figures; a failure leaves the training alone and
+        says why (the ledger is then partial or None, never guessed)."""
+        try:
+            if which == EPOCH_FUNCTION:
+                self._count_epoch(jax, args)
+            else:  # the eval envs' state, and the copy of the policy params it is given
+                self.figures["ledger_eval_state_bytes"] = self._scale(
+                    tree_bytes(args[0], jax) + tree_bytes(args[1:2], jax))
+            # Before the call: brax donates these arguments to it.
+            analysis = staged.lower(*args, **kwargs).compile().memory_analysis()
+            temp = int(analysis.temp_size_in_bytes)
+            if which == EPOCH_FUNCTION:
+                outputs = int(analysis.output_size_in_bytes) - int(analysis.alias_size_in_bytes)
+                self.figures["ledger_epoch_outputs_bytes"] = self._xla(max(outputs, 0))
+                self.figures["ledger_epoch_temp_bytes"] = self._xla(temp)
+            else:
+                self.figures["ledger_eval_temp_bytes"] = self._xla(temp)
+        except Exception as exc:  # noqa: BLE001 - a missing figure, never a lost trial
+            self.error = f"{which}: {type(exc).__name__}: {str(exc)[:200]}"
+
+    def _count_epoch(self, jax: Any, args: tuple) -> None:
+        training_state, env_state = args[0], args[1]
+        params = getattr(training_state, "params", None)
+        optimizer = getattr(training_state, "optimizer_state", None)
+        normalizer = getattr(training_state, "normalizer_params", None)
+        counted = tree_bytes(training_state, jax)
+        parts = {"ledger_params_bytes": tree_bytes(params, jax),
+                 "ledger_optimizer_bytes": tree_bytes(optimizer, jax),
+                 "ledger_normalizer_bytes": tree_bytes(normalizer, jax)}
+        # env_steps and the epoch's keys: a few bytes, counted so that nothing is dropped
+        keys = counted - sum(parts.values()) + sum(tree_bytes(a, jax) for a in args[2:])
+        self.figures.update({k: self._scale(v) for k, v in parts.items()})
+        self.figures["ledger_keys_bytes"] = self._scale(keys)
+        self.figures["ledger_env_state_bytes"] = self._scale(tree_bytes(env_state, jax))
+        if self.action_size is not None:
+            per_step = transition_bytes_per_env(env_state, self.action_size, jax,
+                                                num_envs=self.num_envs,
+                                                bootstrap_on_timeout=self.bootstrap)
+            # B x M / N unrolls of T steps of every env: B x M x T transitions in all, split
+            # over the devices (each scans its N / D envs)
+            transitions = self.batch_size * self.num_minibatches * self.unroll_length
+            self.figures["ledger_rollout_bytes"] = self._scale(per_step * transitions)
+
+    def fields(self) -> dict[str, Any]:
+        """The record's ledger fields (those not counted stay absent: None)."""
+        return dict(self.figures)
