@@ -20,6 +20,7 @@ from vramtune.records import Objective, Status, TrialResult
 from vramtune.schema import printable
 from vramtune.tune.budgets import CPU_NOTICE, Emission, Measurements
 from vramtune.tune.capacity import warp_capacities
+from vramtune.tune.ledger import fit_roles, ledgers
 from vramtune.tune.recommend import Recommendation, weighed_speeds
 from vramtune.units import both_units, budget_label, format_bytes
 from vramtune.views.sweep_table import row_reason
@@ -87,6 +88,30 @@ def xla_env(source: Measurements, emission: Emission, mem_fraction_var: str
     return env, notes
 
 
+def ledger_comment(results: Sequence[TrialResult]) -> list[str]:
+    """Where the memory goes, per env and fixed (``tune/ledger.py``), in one line: [] without
+    a ledger at two sizes (older runs)."""
+    rows = ledgers(results)
+    fits = {f.field: f for f in fit_roles(rows)}
+    peak = fits.get("peak_bytes")
+    if peak is None or peak.per_env_bytes is None or peak.fixed_bytes is None:
+        return []
+
+    def per_env(field: str) -> str:
+        value = fits[field].per_env_bytes
+        return fmt.NA if value is None else format_bytes(max(int(round(value)), 0))
+
+    fixed = sum(fits[f].fixed_bytes or 0.0 for f in ("ledger_params_bytes",
+                                                     "ledger_optimizer_bytes"))
+    return [f"memory per env and fixed (fitted over {peak.sizes} sizes): {rows[0].peak_label} "
+            f"{format_bytes(max(int(peak.fixed_bytes), 0))} fixed + "
+            f"{per_env('peak_bytes')} per env; XLA temporaries "
+            f"{per_env('ledger_epoch_temp_bytes')} per env (rollout "
+            f"{per_env('ledger_rollout_bytes')}), env state {per_env('ledger_env_state_bytes')} "
+            f"per env, params and optimizer {format_bytes(int(fixed))} fixed "
+            f"(vramtune explain RUN)"]
+
+
 def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat) -> list[str]:
     chosen, rec = emission.chosen, emission.recommendation
     assert chosen is not None
@@ -108,6 +133,7 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
              f"{fmt.rate(rec.steady_steps_per_s)} steps/s ({_median_of(rec)}, compile "
              f"excluded), "
              f"compile {fmt.seconds(chosen.compile_s)}"]
+    lines += ledger_comment(source.every_result or source.results)
     for extra in (emission.recommendation.speed_line,
                   emission.recommendation.confirm_speed_line):
         if extra:

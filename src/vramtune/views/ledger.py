@@ -4,6 +4,7 @@ memory on a CPU, a GPU's per-device memory; predicted figures are labelled predi
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
@@ -82,10 +83,6 @@ def explanation_json(expl: Explanation) -> dict[str, Any]:
         "sizes": [{"num_envs": s.num_envs, "peak": s.peak_label, **s.figures(),
                    "parts_bytes": s.parts_bytes, "outside_pool_bytes": s.outside_pool_bytes}
                   for s in expl.sizes],
-        "fits": [{"field": f.field, "role": f.role, "per_env_bytes": f.per_env_bytes,
-                  "fixed_bytes": f.fixed_bytes, "residual_bytes": f.residual_bytes,
-                  "sizes": f.sizes} for f in expl.fits],
-        "cards_predicted": [{"card_bytes": c.card_bytes, "line_bytes": c.line_bytes,
-                             "num_envs": c.num_envs, "low_num_envs": c.low_num_envs,
-                             "high_num_envs": c.high_num_envs} for c in expl.cards],
+        "fits": [asdict(f) for f in expl.fits],
+        "cards_predicted": [asdict(c) for c in expl.cards],
     }

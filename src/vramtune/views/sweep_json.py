@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from vramtune.tune.alone import remeasure_pairs, remeasure_wall_s
+from vramtune.tune.ledger import fit_roles, ledgers
 from vramtune.tune.prepare import SweepState
 from vramtune.tune.recommend import Recommendation
 
@@ -35,5 +37,9 @@ def summary(state: SweepState, recommendation: Recommendation, run_dir: Path) ->
         "set_aside": [{"result_index": i, "num_envs": r.num_envs, "why": why}
                       for i, r in enumerate(state.results)
                       if (why := recommendation.set_aside_words(r)) is not None],
+        # where the memory goes (each record's ledger_* fields): each role's bytes per env
+        # and fixed over the sizes measured; [] before two sizes counted one
+        "ledger_fits": [asdict(f) for f in fit_roles(ledgers(state.results))
+                        if f.per_env_bytes is not None],
         "results": [r.to_dict() for r in state.results],
     }

@@ -485,3 +485,14 @@ def test_a_factory_s_warp_capacities_are_said_not_written_into_its_keywords():
     text = warp_emission({**cup, "env": "mypkg.envs:make_cup"}, ConfigFormat.BRAX)
     assert "env_kwargs" not in yaml.safe_load(text)["environment"]
     assert "# MJX-Warp: pass naconmax=2250, njmax=11 to your env factory" in text
+
+
+def test_the_header_carries_the_ledger_s_per_env_and_fixed_totals_where_measured():
+    from tests.unit.tune.test_ledger import trial
+    from vramtune.views.configs import ledger_comment
+
+    (line,) = ledger_comment([trial(64), trial(128), trial(256)])
+    assert line.startswith("memory per env and fixed (fitted over 3 sizes): data segment ")
+    assert "+ 234.38 KiB per env" in line and "env state 164 B per env" in line
+    assert "rollout 2.34 KiB" in line and "(vramtune explain RUN)" in line
+    assert ledger_comment([trial(64)]) == []  # one size: no line to fit

@@ -41,3 +41,15 @@ def test_a_set_aside_run_is_named_by_its_place_in_the_results(tmp_path):
     clean = summary(SweepState(results=[_trial(64, 50_000.0)]),
                     choose([_trial(64, 50_000.0)], None, 0.1), Path("run"))
     assert clean["set_aside"] == []
+
+
+def test_the_json_summary_carries_each_role_per_env_and_fixed_where_counted():
+    from tests.unit.tune.test_ledger import trial
+
+    bare = SweepState(results=[_trial(64, 50_000.0), _trial(128, 100_000.0)])
+    assert summary(bare, choose(bare.results, None, 0.1), Path("run"))["ledger_fits"] == []
+    counted = SweepState(results=[trial(64), trial(128)])
+    fits = {f["field"]: f for f in json.loads(json.dumps(summary(
+        counted, choose(counted.results, None, 0.1), Path("run"))))["ledger_fits"]}
+    assert fits["ledger_env_state_bytes"]["per_env_bytes"] == 164
+    assert fits["ledger_params_bytes"]["fixed_bytes"] == 1_588_236
