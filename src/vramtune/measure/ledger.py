@@ -23,7 +23,8 @@ PPO asks for (truncation, episode_metrics, episode_done, time_out when bootstrap
 timeouts). It is part of the temporaries, never added to them.
 
 Figures are per process on a CPU (all its devices: one data segment) and per device on a GPU
-(the pool is per device).
+(the pool is per device): the epoch is pmapped over every device, the evaluation jitted on
+one, so its figures count once either way.
 """
 
 from __future__ import annotations
@@ -116,9 +117,10 @@ class LedgerWatch:
         try:
             if which == EPOCH_FUNCTION:
                 self._count_epoch(jax, args)
-            else:  # the eval envs' state, and the copy of the policy params it is given
-                self.figures["ledger_eval_state_bytes"] = self._scale(
-                    tree_bytes(args[0], jax) + tree_bytes(args[1:2], jax))
+            else:  # the eval envs' state, and the copy of the policy params it is given:
+                # jitted on one device (brax's Evaluator), so neither scaled nor multiplied
+                self.figures["ledger_eval_state_bytes"] = (tree_bytes(args[0], jax)
+                                                           + tree_bytes(args[1:2], jax))
             # Before the call: brax donates these arguments to it.
             analysis = staged.lower(*args, **kwargs).compile().memory_analysis()
             temp = int(analysis.temp_size_in_bytes)
@@ -127,7 +129,7 @@ class LedgerWatch:
                 self.figures["ledger_epoch_outputs_bytes"] = self._xla(max(outputs, 0))
                 self.figures["ledger_epoch_temp_bytes"] = self._xla(temp)
             else:
-                self.figures["ledger_eval_temp_bytes"] = self._xla(temp)
+                self.figures["ledger_eval_temp_bytes"] = temp
         except Exception as exc:  # noqa: BLE001 - a missing figure, never a lost trial
             self.error = f"{which}: {type(exc).__name__}: {str(exc)[:200]}"
 

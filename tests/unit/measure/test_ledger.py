@@ -1,0 +1,84 @@
+"""The ledger's count in the child, on real jitted functions named as brax names them."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from vramtune.measure.ledger import LedgerWatch, transition_bytes_per_env
+
+
+class TrainingState(NamedTuple):  # brax ppo/train.py's fields
+    optimizer_state: jax.Array
+    params: jax.Array
+    normalizer_params: jax.Array
+    env_steps: jax.Array
+
+
+class State(NamedTuple):  # a batched env state: obs, reward, done, info
+    obs: jax.Array
+    reward: jax.Array
+    done: jax.Array
+    info: dict
+
+
+def _watch() -> LedgerWatch:
+    return LedgerWatch(num_envs=8, batch_size=8, num_minibatches=2, unroll_length=5,
+                       action_size=3, on_gpu=False, devices=1, bootstrap_on_timeout=False)
+
+
+def test_the_roles_are_counted_from_the_first_call_s_arguments_without_a_second_compile():
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, _d, **_kw: compiles.append(event)
+        if event == "/jax/core/compile/backend_compile_duration" else None)
+    watch = _watch()
+    saved = jax.jit, jax.pmap
+    try:
+        watch.install(jax)
+
+        def training_epoch(ts, state, key):
+            return ts._replace(env_steps=ts.env_steps + 1), state, jnp.sum(state.obs)
+
+        epoch = jax.pmap(training_epoch)
+        ts = TrainingState(jnp.zeros((1, 20)), jnp.zeros((1, 10)), jnp.zeros((1, 2)),
+                           jnp.zeros((1,), jnp.int32))
+        info = {"truncation": jnp.zeros((1, 8)), "episode_done": jnp.zeros((1, 8)),
+                "episode_metrics": {"sum_reward": jnp.zeros((1, 8)), "length": jnp.zeros((1, 8))},
+                "first_obs": jnp.zeros((1, 8, 4))}
+        state = State(jnp.zeros((1, 8, 4)), jnp.zeros((1, 8)), jnp.zeros((1, 8)), info)
+        compiles.clear()
+        epoch(ts, state, jnp.zeros((1, 2), jnp.uint32))
+        first = len(compiles)
+        epoch(ts, state, jnp.zeros((1, 2), jnp.uint32))
+        assert len(compiles) == first  # counted once, and the call ran what was compiled
+    finally:
+        jax.jit, jax.pmap = saved
+    f = watch.fields()
+    assert watch.error is None
+    assert (f["ledger_params_bytes"], f["ledger_optimizer_bytes"],
+            f["ledger_normalizer_bytes"]) == (40, 80, 8)
+    assert f["ledger_keys_bytes"] == 4 + 8  # env_steps and the key
+    assert f["ledger_env_state_bytes"] == 4 * (8 * 4 + 8 + 8 + 8 + 8 + 16 + 32)
+    # obs 16 x 2, action 12, reward 4, discount 4, log_prob 4, raw action 12, loc and scale 24,
+    # truncation 4, episode_done 4, episode_metrics 8: 108 B; x 8 x 2 x 5 transitions
+    assert transition_bytes_per_env(state, 3, jax, num_envs=8, bootstrap_on_timeout=False) == 108
+    assert f["ledger_rollout_bytes"] == 108 * 8 * 2 * 5
+    assert f["ledger_epoch_temp_bytes"] >= 0 and f["ledger_epoch_outputs_bytes"] >= 0
+
+
+def test_a_call_it_cannot_count_leaves_the_training_alone_and_says_why():
+    watch = _watch()
+    saved = jax.jit, jax.pmap
+    try:
+        watch.install(jax)
+
+        def training_epoch(x):  # not brax's arguments: nothing to count
+            return x + 1
+
+        assert float(jax.jit(training_epoch)(jnp.float32(1))) == 2.0
+    finally:
+        jax.jit, jax.pmap = saved
+    assert watch.error is not None and watch.error.startswith("training_epoch: ")
