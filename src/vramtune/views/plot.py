@@ -16,6 +16,7 @@ from typing import Any
 from vramtune.errors import UserError, quoted
 from vramtune.records import FAILED_BY_MEMORY, Status, TrialResult, any_gpu, memory_kind
 from vramtune.results.store import Run
+from vramtune.tune.ledger import SizeLedger, ledgers
 from vramtune.tune.recommend import RANKED, Recommendation, disturbed_runs, weighed_speeds
 from vramtune.units import both_units, format_bytes
 
@@ -100,8 +101,15 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
         peaks.append(budget_bytes)
     unit, scale = _unit(max(peaks, default=2**30))
 
-    fig = figure(figsize=(9, 7.5), dpi=110)
-    ax_mem, ax_speed = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    by_role = ledgers(results)
+    ax_roles = None
+    fig = figure(figsize=(9, 10 if by_role else 7.5), dpi=110)
+    if by_role:  # a third panel: where each measured size's memory goes, stacked
+        ax_mem, ax_speed, ax_roles = fig.subplots(3, 1, sharex=True,
+                                                  gridspec_kw={"height_ratios": [3, 2, 2]})
+        _stacked_roles(ax_roles, by_role, scale, unit, gpu)
+    else:
+        ax_mem, ax_speed = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     h = run.header
     budget_text = f"budget {both_units(budget_bytes)} {kind}" if budget_bytes else "no budget"
     fig.suptitle(f"{h.profile_name} on {h.device}\n{budget_text}, headroom {headroom_fraction:.0%}, "
@@ -189,7 +197,7 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
         ax_speed.set_xlim(sizes[0] / 1.4, sizes[-1] * 1.4)
     ax_speed.minorticks_off()
     ax_mem.minorticks_off()
-    ax_speed.set_xlabel("num_envs (log2 scale)")
+    (ax_roles or ax_speed).set_xlabel("num_envs (log2 scale)")
     ax_mem.set_ylabel(f"peak memory ({unit})" if gpu else f"peak host RAM ({unit})")
     ax_speed.set_ylabel("steps/s")
     ax_mem.set_ylim(0, ax_mem.get_ylim()[1] * 1.08)
@@ -203,6 +211,41 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
                          fontsize=9, color="dimgray")
     fig.tight_layout()
     return fig
+
+
+# The ledger's roles, grouped for a panel a person can read: (label, record fields)
+_STACK = (("params, optimizer, normalizer", ("ledger_params_bytes", "ledger_optimizer_bytes",
+                                             "ledger_normalizer_bytes")),
+          ("env state", ("ledger_env_state_bytes",)),
+          ("XLA temporaries: epoch", ("ledger_epoch_temp_bytes",)),
+          ("evaluation (state, temporaries)", ("ledger_eval_state_bytes",
+                                               "ledger_eval_temp_bytes")),
+          ("other parts (keys, outputs)", ("ledger_keys_bytes", "ledger_epoch_outputs_bytes")),
+          ("unexplained", ("unexplained_bytes",)))
+
+
+def _stacked_roles(ax: Any, sizes: Sequence[SizeLedger], scale: float, unit: str,
+                   gpu: bool) -> None:
+    """Each measured size's parts stacked up to its peak (the part no role explains on top,
+    hatched): the panel of ``vramtune explain`` across sizes."""
+    bottoms = [0.0] * len(sizes)
+    xs = [s.num_envs for s in sizes]
+    widths = [n * 0.35 for n in xs]  # a log2 axis: a bar as wide at every size
+    for i, (label, fields) in enumerate(_STACK):
+        heights = []
+        for row in sizes:
+            figures = row.figures()
+            values = [figures.get(f) for f in fields]
+            heights.append(sum(v for v in values if v is not None and v > 0) / scale)
+        ax.bar(xs, heights, widths, bottom=bottoms, label=label, color=f"C{i}",
+               hatch="//" if label == "unexplained" else None, alpha=0.8)
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    ax.set_ylabel(f"by role ({unit})")
+    ax.set_title("where the memory goes (vramtune explain): " + (
+        "pool, per device" if gpu else "data segment, host RAM"), fontsize=9, color="dimgray")
+    ax.grid(True, alpha=0.3)
+    ax.set_ylim(0, max(bottoms, default=1.0) * 1.45)  # room for the legend above the bars
+    ax.legend(loc="upper center", ncol=3, fontsize=7, framealpha=0.85)
 
 
 def _spread(runs: Sequence[TrialResult]) -> tuple[float, float] | None:

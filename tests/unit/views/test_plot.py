@@ -42,3 +42,28 @@ def test_the_speed_panel_draws_one_rate_per_size_and_marks_a_set_aside_run(tmp_p
     assert round(per_size[448]) == 27_222
     crosses = lines["set aside: a disturbed run"].get_data()
     assert list(crosses[0]) == [448] and round(crosses[1][0]) == 14_878
+
+
+def test_a_run_with_a_ledger_gets_a_stacked_panel_of_its_roles(tmp_path):
+    pytest.importorskip("matplotlib")
+    from tests.unit.tune.test_ledger import trial
+    from vramtune.results.store import RunHeader, append_result, create_run, load_run
+    from vramtune.tune.recommend import choose
+    from vramtune.views.plot import sweep_figure
+    from vramtune.workload.profile import load_profile
+
+    quick = load_profile("quick")
+    create_run(tmp_path / "run", RunHeader("quick", quick.hash, quick.to_dict(), int(2e9), 0.1,
+                                           {}, {})).release()
+    for n in (64, 256):
+        append_result(tmp_path / "run", trial(n, steps_per_s=1e4))
+    run = load_run(tmp_path / "run")
+    fig = sweep_figure(run, choose(run.results, int(2e9), 0.1), budget_bytes=int(2e9),
+                       headroom_fraction=0.1)
+    roles = fig.axes[2]
+    labels = [c.get_label() for c in roles.containers]
+    assert labels[0] == "params, optimizer, normalizer" and labels[-1] == "unexplained"
+    # the stack of each size reaches its measured peak: the parts, then what they do not explain
+    tops = [bar.get_y() + bar.get_height() for bar in roles.containers[-1]]
+    mib = 2**20
+    assert [round(t * mib) for t in tops] == [r.host_peak_data_bytes for r in run.results]
