@@ -202,6 +202,9 @@ class TrialResult:
     ledger_epoch_temp_bytes: int | None = None
     ledger_eval_temp_bytes: int | None = None
     ledger_rollout_bytes: int | None = None
+    # the peak the cap counts (data segment / pool) so far, before and after the epoch's compile
+    ledger_peak_before_epoch_compile_bytes: int | None = None
+    ledger_peak_after_epoch_compile_bytes: int | None = None
     ledger_error: str | None = None
     gpu_name: str | None = None
     gpu_driver: str | None = None

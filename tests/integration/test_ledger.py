@@ -35,6 +35,8 @@ def test_the_parts_and_the_unexplained_part_add_up_to_the_measured_peak(trials):
         assert row.parts_bytes + row.unexplained_bytes == row.peak_bytes
         # what XLA counts is a small part of a CPU process's data segment: the rest is named
         assert 0 < row.parts_bytes < row.peak_bytes
+        # the phases: the peak so far before the epoch's compile, after it, and at the end
+        assert 0 < row.before_compile_bytes <= row.after_compile_bytes <= row.peak_bytes
 
 
 def test_the_rollout_per_env_is_the_transition_from_the_spaces_times_the_batch(trials):

@@ -48,6 +48,8 @@ def explain(
                   f"{expl.memory_words}")
     console.print(rich_table(ledger_table(expl), title=f"{expl.num_envs} envs ({kind})",
                              wide=wide), crop=False)
+    if expl.phases:
+        console.print(f"phases: {escape(expl.phases)}")
     sizes = ", ".join(f"{s.num_envs:,}" for s in expl.sizes)
     console.print(rich_table(fits_table(expl.fits), title=f"per env and fixed, over {sizes} "
                                                           f"envs", wide=wide), crop=False)

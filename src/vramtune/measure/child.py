@@ -484,7 +484,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                              num_minibatches=num_minibatches, unroll_length=unroll,
                              action_size=_action_size(environment), on_gpu=not on_cpu,
                              devices=int(result.get("device_count") or 1),
-                             bootstrap_on_timeout=bool(kwargs.get("bootstrap_on_timeout")))
+                             bootstrap_on_timeout=bool(kwargs.get("bootstrap_on_timeout")),
+                             peak_so_far=cap_figure)
         ledger.install(jax)
         emit(phase="compiling")
         try:

@@ -30,6 +30,7 @@ one, so its figures count once either way.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 EPOCH_FUNCTION = "training_epoch"
@@ -39,6 +40,9 @@ ROLE_FIELDS = ("ledger_params_bytes", "ledger_optimizer_bytes", "ledger_normaliz
                "ledger_env_state_bytes", "ledger_eval_state_bytes", "ledger_keys_bytes",
                "ledger_epoch_outputs_bytes", "ledger_epoch_temp_bytes", "ledger_eval_temp_bytes")
 PART_FIELDS = ("ledger_rollout_bytes",)  # inside one of the roles above (the epoch's temp)
+# The peak the cap counts, as it stood before the epoch's compile (imports, the env, the
+# init, the first evaluation) and after it: with the trial's peak, which phase set it.
+PHASE_FIELDS = ("ledger_peak_before_epoch_compile_bytes", "ledger_peak_after_epoch_compile_bytes")
 STATE_EXTRAS = ("truncation", "episode_metrics", "episode_done")  # train.py training_step
 
 
@@ -74,10 +78,12 @@ class LedgerWatch:
 
     def __init__(self, *, num_envs: int, batch_size: int, num_minibatches: int,
                  unroll_length: int, action_size: int | None, on_gpu: bool, devices: int,
-                 bootstrap_on_timeout: bool) -> None:
+                 bootstrap_on_timeout: bool,
+                 peak_so_far: Callable[[], int | None] | None = None) -> None:
         self.num_envs, self.batch_size, self.num_minibatches = num_envs, batch_size, num_minibatches
         self.unroll_length, self.action_size = unroll_length, action_size
         self.on_gpu, self.devices, self.bootstrap = on_gpu, max(devices, 1), bootstrap_on_timeout
+        self.peak_so_far = peak_so_far  # the figure the cap counts, its peak until now
         self.figures: dict[str, int] = {}
         self.error: str | None = None
         self._seen: set[str] = set()
@@ -121,8 +127,12 @@ class LedgerWatch:
                 # jitted on one device (brax's Evaluator), so neither scaled nor multiplied
                 self.figures["ledger_eval_state_bytes"] = (tree_bytes(args[0], jax)
                                                            + tree_bytes(args[1:2], jax))
+            if which == EPOCH_FUNCTION:  # the phases: before the epoch's compile, after it
+                self._phase("ledger_peak_before_epoch_compile_bytes")
             # Before the call: brax donates these arguments to it.
             analysis = staged.lower(*args, **kwargs).compile().memory_analysis()
+            if which == EPOCH_FUNCTION:
+                self._phase("ledger_peak_after_epoch_compile_bytes")
             temp = int(analysis.temp_size_in_bytes)
             if which == EPOCH_FUNCTION:
                 outputs = int(analysis.output_size_in_bytes) - int(analysis.alias_size_in_bytes)
@@ -132,6 +142,11 @@ class LedgerWatch:
                 self.figures["ledger_eval_temp_bytes"] = temp
         except Exception as exc:  # noqa: BLE001 - a missing figure, never a lost trial
             self.error = f"{which}: {type(exc).__name__}: {str(exc)[:200]}"
+
+    def _phase(self, field: str) -> None:
+        value = self.peak_so_far() if self.peak_so_far is not None else None
+        if value is not None:
+            self.figures[field] = int(value)
 
     def _count_epoch(self, jax: Any, args: tuple) -> None:
         training_state, env_state = args[0], args[1]

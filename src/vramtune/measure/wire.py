@@ -146,6 +146,9 @@ class ChildReport:
     ledger_epoch_temp_bytes: int | None = None
     ledger_eval_temp_bytes: int | None = None
     ledger_rollout_bytes: int | None = None
+    # the peak the cap counts (data segment / pool) so far, before and after the epoch's compile
+    ledger_peak_before_epoch_compile_bytes: int | None = None
+    ledger_peak_after_epoch_compile_bytes: int | None = None
     ledger_error: str | None = None
     error_type: str | None = None
     error_message: str | None = None

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from vramtune.errors import UserError
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import Run
+from vramtune.units import format_bytes
 from vramtune.workload.profile import profile_from_dict
 from vramtune.workload.rules import nearest_valid
 
@@ -72,6 +73,9 @@ class SizeLedger:
     outside_pool_bytes: int | None  # GPU: NVML's process figure minus the pool
     card_peak_bytes: int | None  # what a card must hold: NVML's process figure (GPU), the peak (CPU)
     card_spread_bytes: int | None = None  # max - min of that figure over the size's ok runs
+    # the peak as it stood before and after the epoch's compile: which phase set the peak
+    before_compile_bytes: int | None = None
+    after_compile_bytes: int | None = None
 
     def figures(self) -> dict[str, int | None]:
         """field -> bytes, with the unexplained part, the peak and what a card must hold."""
@@ -79,7 +83,19 @@ class SizeLedger:
         out["unexplained_bytes"] = self.unexplained_bytes
         out["peak_bytes"] = self.peak_bytes
         out["card_peak_bytes"] = self.card_peak_bytes
+        out["peak_before_epoch_compile_bytes"] = self.before_compile_bytes
+        out["peak_after_epoch_compile_bytes"] = self.after_compile_bytes
         return out
+
+    def phases_words(self) -> str | None:
+        """Which phase set the peak, in words; None when the phases were not read."""
+        if self.before_compile_bytes is None or self.after_compile_bytes is None \
+                or self.peak_bytes is None:
+            return None
+        return (f"the {self.peak_label} peak stood at {format_bytes(self.before_compile_bytes)} "
+                f"before the epoch's compile (imports, env, init, first evaluation), "
+                f"{format_bytes(self.after_compile_bytes)} after it, "
+                f"{format_bytes(self.peak_bytes)} at the end of training")
 
 
 @dataclass(frozen=True)
@@ -121,7 +137,9 @@ def size_ledger(result: TrialResult) -> SizeLedger:
     outside = _plausible(result.outside_pool_bytes) if result.is_gpu else None
     card = _plausible(result.peak_bytes) if result.is_gpu else peak
     return SizeLedger(result.num_envs, tuple(lines), peak,
-                      result.cap_figure_words or "peak", parts, unexplained, outside, card)
+                      result.cap_figure_words or "peak", parts, unexplained, outside, card,
+                      before_compile_bytes=_plausible(result.ledger_peak_before_epoch_compile_bytes),
+                      after_compile_bytes=_plausible(result.ledger_peak_after_epoch_compile_bytes))
 
 
 def ledgers(results: Sequence[TrialResult]) -> list[SizeLedger]:
@@ -229,6 +247,7 @@ class Explanation:
     predicted: bool  # the shown size was not measured: its ledger is the fits' prediction
     shown: tuple[tuple[str, str, int | None], ...]  # (field, role, bytes) of the size shown
     shown_peak_bytes: int | None
+    phases: str | None  # which phase set the shown size's peak (measured sizes only)
     sizes: tuple[SizeLedger, ...]
     fits: tuple[RoleFit, ...]
     cards: tuple[CardPrediction, ...]
@@ -291,8 +310,10 @@ def explain_run(run: Run, num_envs: int | None, headroom_fraction: float, *,
     n = num_envs if num_envs is not None else (
         default_num_envs if default_num_envs in by_size else sizes[-1].num_envs)
     backend = "gpu" if any(r.is_gpu for r in run.results) else "cpu"
+    phases = None
     if n in by_size:
         shown, peak, predicted = shown_lines(by_size[n]), by_size[n].peak_bytes, False
+        phases = by_size[n].phases_words()
     else:
         if len(sizes) < 2:
             raise UserError(f"{n} envs was not measured, and one measured size "
@@ -300,4 +321,4 @@ def explain_run(run: Run, num_envs: int | None, headroom_fraction: float, *,
         shown, peak = predicted_lines(fits, n)
         predicted = True
     return Explanation(str(run.directory), run.header.profile_name, backend, headroom_fraction,
-                       n, predicted, shown, peak, tuple(sizes), fits, cards)
+                       n, predicted, shown, peak, phases, tuple(sizes), fits, cards)

@@ -79,7 +79,7 @@ def explanation_json(expl: Explanation) -> dict[str, Any]:
         "memory": expl.memory_words, "headroom_fraction": expl.headroom_fraction,
         "num_envs": expl.num_envs, "predicted": expl.predicted,
         "ledger": {field: value for field, _, value in expl.shown},
-        "peak_bytes": expl.shown_peak_bytes,
+        "peak_bytes": expl.shown_peak_bytes, "phases": expl.phases,
         "sizes": [{"num_envs": s.num_envs, "peak": s.peak_label, **s.figures(),
                    "parts_bytes": s.parts_bytes, "outside_pool_bytes": s.outside_pool_bytes}
                   for s in expl.sizes],

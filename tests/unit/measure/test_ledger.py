@@ -25,8 +25,10 @@ class State(NamedTuple):  # a batched env state: obs, reward, done, info
 
 
 def _watch() -> LedgerWatch:
+    peaks = iter([100, 150])  # the peak so far, read before and after the epoch's compile
     return LedgerWatch(num_envs=8, batch_size=8, num_minibatches=2, unroll_length=5,
-                       action_size=3, on_gpu=False, devices=1, bootstrap_on_timeout=False)
+                       action_size=3, on_gpu=False, devices=1, bootstrap_on_timeout=False,
+                       peak_so_far=lambda: next(peaks))
 
 
 def test_the_roles_are_counted_from_the_first_call_s_arguments_without_a_second_compile():
@@ -67,6 +69,8 @@ def test_the_roles_are_counted_from_the_first_call_s_arguments_without_a_second_
     assert transition_bytes_per_env(state, 3, jax, num_envs=8, bootstrap_on_timeout=False) == 108
     assert f["ledger_rollout_bytes"] == 108 * 8 * 2 * 5
     assert f["ledger_epoch_temp_bytes"] >= 0 and f["ledger_epoch_outputs_bytes"] >= 0
+    assert (f["ledger_peak_before_epoch_compile_bytes"],
+            f["ledger_peak_after_epoch_compile_bytes"]) == (100, 150)
 
 
 def test_a_call_it_cannot_count_leaves_the_training_alone_and_says_why():

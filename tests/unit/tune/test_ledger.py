@@ -111,3 +111,13 @@ def test_explain_needs_a_ledger_and_predicts_only_with_two_sizes(tmp_path):
     assert expl.predicted and dict((f, b) for f, _, b in expl.shown)[
         "ledger_env_state_bytes"] == 164 * 128
     assert all("(predicted)" in role for _, role, _ in expl.shown)
+
+
+def test_the_phases_say_which_part_of_the_run_set_the_peak():
+    row = size_ledger(trial(128, ledger_peak_before_epoch_compile_bytes=700 * MiB,
+                            ledger_peak_after_epoch_compile_bytes=850 * MiB,
+                            peak=1000 * MiB))
+    assert row.phases_words() == ("the data segment peak stood at 700.00 MiB before the epoch's "
+                                  "compile (imports, env, init, first evaluation), 850.00 MiB "
+                                  "after it, 1000.00 MiB at the end of training")
+    assert size_ledger(trial(128)).phases_words() is None  # not read: nothing said
