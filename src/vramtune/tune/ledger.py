@@ -87,6 +87,12 @@ class SizeLedger:
         out["peak_after_epoch_compile_bytes"] = self.after_compile_bytes
         return out
 
+    @property
+    def uncounted(self) -> tuple[str, ...]:
+        """The roles not counted: their bytes, if any, are in the unexplained part."""
+        return tuple(line.role for line in self.lines
+                     if line.bytes is None and line.part_of is None)
+
     def phases_words(self) -> str | None:
         """Which phase set the peak, in words; None when the phases were not read."""
         if self.before_compile_bytes is None or self.after_compile_bytes is None \
@@ -130,8 +136,11 @@ def size_ledger(result: TrialResult) -> SizeLedger:
     lines = [LedgerLine(f, role, _plausible(getattr(result, f))) for f, role in ROLES]
     lines.append(LedgerLine(ROLLOUT[0], ROLLOUT[1], _plausible(result.ledger_rollout_bytes),
                             part_of="ledger_epoch_temp_bytes"))
-    counted = [line.bytes for line in lines if line.part_of is None]
-    parts = None if any(b is None for b in counted) else sum(b for b in counted if b is not None)
+    # A role not counted (no evaluation ran: run_evals off; a call the child could not read)
+    # is left out of the parts and so stays inside the unexplained part, which says so
+    # (``SizeLedger.uncounted``); no part at all counted: nothing is explained.
+    counted = [line.bytes for line in lines if line.part_of is None and line.bytes is not None]
+    parts = sum(counted) if counted else None
     peak = _plausible(result.line_figure_bytes)
     unexplained = peak - parts if peak is not None and parts is not None else None
     outside = _plausible(result.outside_pool_bytes) if result.is_gpu else None
@@ -261,7 +270,9 @@ def shown_lines(size: SizeLedger) -> tuple[tuple[str, str, int | None], ...]:
     """A measured size's lines for the ledger table: roles, the rollout inside the epoch's
     temporaries, the unexplained part, the peak."""
     lines = [(line.field, line.role, line.bytes) for line in size.lines]
-    lines.append(("unexplained_bytes", UNEXPLAINED, size.unexplained_bytes))
+    missing = size.uncounted
+    unexplained = UNEXPLAINED + (f" (with {', '.join(missing)}: not counted)" if missing else "")
+    lines.append(("unexplained_bytes", unexplained, size.unexplained_bytes))
     lines.append(("peak_bytes", f"peak ({size.peak_label})", size.peak_bytes))
     return tuple(lines)
 

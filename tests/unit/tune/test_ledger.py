@@ -38,11 +38,20 @@ def test_the_parts_and_the_unexplained_part_add_up_to_the_measured_peak():
     assert rollout.part_of == "ledger_epoch_temp_bytes"  # inside the temp, never added to it
 
 
-def test_a_role_not_counted_leaves_the_unexplained_part_unknown_never_a_guess():
-    row = size_ledger(trial(128, ledger_eval_temp_bytes=None))
-    assert row.parts_bytes is None and row.unexplained_bytes is None
+def test_a_role_not_counted_stays_in_the_unexplained_part_which_says_so():
+    from vramtune.tune.ledger import shown_lines
+
+    full = size_ledger(trial(128))
+    row = size_ledger(trial(128, ledger_eval_temp_bytes=None, ledger_eval_state_bytes=None))
+    assert row.uncounted == ("eval state, params copy", "XLA temp: eval")  # run_evals off
+    assert row.parts_bytes + row.unexplained_bytes == row.peak_bytes
+    assert row.unexplained_bytes > full.unexplained_bytes  # it holds what was not counted
+    label = dict((f, r) for f, r, _ in shown_lines(row))["unexplained_bytes"]
+    assert label == "unexplained (with eval state, params copy, XLA temp: eval: not counted)"
     damaged = size_ledger(trial(128, ledger_params_bytes=-4))  # a damaged results file
-    assert damaged.lines[0].bytes is None and damaged.unexplained_bytes is None
+    assert damaged.lines[0].bytes is None and "params (policy, value)" in damaged.uncounted
+    nothing = {f: None for f, _ in ROLES}
+    assert size_ledger(trial(128, **nothing)).unexplained_bytes is None  # nothing counted
 
 
 def test_one_ledger_per_size_from_its_search_trial_with_the_spread_of_its_runs():
