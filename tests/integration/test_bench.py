@@ -82,8 +82,9 @@ def test_identical_run_passes_and_writes_the_step_summary(baseline, tmp_path, qu
 
 
 @pytest.mark.slow
-def test_larger_network_is_caught_as_a_memory_regression(baseline, tmp_path):
-    data = yaml.safe_load(builtin_profiles()["quick"].read_text())
+def test_larger_network_is_caught_as_a_memory_regression(baseline, tmp_path, quick_short):
+    # the baseline's profile (quick_short: its short steps/s window too) but for the network
+    data = yaml.safe_load(Path(quick_short).read_text())
     data["name"] = "quick-wide"
     data["network"] = {"policy_hidden_layer_sizes": [1024] * 4,
                        "value_hidden_layer_sizes": [1024] * 4}

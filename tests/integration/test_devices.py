@@ -37,6 +37,13 @@ def test_two_device_trial_reports_total_and_per_device_rates(quick_short):
     # CPU has no allocator stats and no NVML: per-device figures unmeasured, None, never 0
     assert r["jax_peak_pool_bytes_per_device"] is None
     assert r["nvml_process_peak_bytes_per_device"] is None and r["outside_pool_bytes"] is None
+    # the ledger, per process on a CPU: each device holds a replica of the params (quick's
+    # 1,588,236 B), the rollout is the envs' whatever the split (2,400 B per env), and the
+    # evaluation, jitted on one device, counts once (below one device's epoch temporaries)
+    assert r["ledger_error"] is None
+    assert r["ledger_params_bytes"] == 2 * 1_588_236
+    assert r["ledger_rollout_bytes"] == 2_400 * 128
+    assert r["ledger_eval_temp_bytes"] < r["ledger_epoch_temp_bytes"] / 2
 
 
 @pytest.mark.slow

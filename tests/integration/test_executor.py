@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import shared_compile_cache
 from vramtune.measure.executor import LocalExecutor
 from vramtune.measure.trial import TrialRequest
-from vramtune.records import Status
+from vramtune.records import Purpose, Status
 from vramtune.workload.profile import load_profile
 
 # every test runs real trials: not in the fast tier (-m 'not slow')
@@ -21,6 +21,12 @@ def _warm(profile, num_envs: int, **kwargs) -> TrialRequest:
     compile's peak, and quick at 64/128/256 envs is compiled once per session."""
     return TrialRequest(profile, num_envs, compile_cache_dir=shared_compile_cache(),
                         cache_under_cpu_cap=True, **kwargs)
+
+
+def _short(profile, num_envs: int, **kwargs) -> TrialRequest:
+    """A warm run of two training steps (a fixed-length run, no steps/s window): for the
+    trials whose process and limit are asserted, not their figures."""
+    return _warm(profile, num_envs, purpose=Purpose.CONFIRM, training_steps=2, **kwargs)
 
 
 def _standby_alive(executor: LocalExecutor) -> int | None:
@@ -42,17 +48,17 @@ def test_next_trial_runs_in_the_standby_unless_its_cap_is_higher_and_close_leave
     assert second.host_peak_rss_bytes and second.steps_per_s
     # the standby started beside the second trial has no cap: a capped trial runs in it, the
     # standby lowering its limit to the spec's (the limit in force is the trial's)
-    other = executor.run(_warm(profile, 128, budget_bytes=3 * 10**9))
+    other = executor.run(_short(profile, 128, budget_bytes=3 * 10**9))
     assert other.status is Status.OK and other.cap == "RLIMIT_DATA=3000000000"
     assert any("warm standby" in n for n in other.notes)
     assert other.rlimit_data_bytes == 3 * 10**9
     # a lower cap (a proof run's, held below the line) runs in the standby started under 3 GB
-    lower = executor.run(_warm(profile, 128, budget_bytes=3 * 10**9, cap_bytes=2_500_000_000))
+    lower = executor.run(_short(profile, 128, budget_bytes=3 * 10**9, cap_bytes=2_500_000_000))
     assert lower.status is Status.OK and lower.cap == "RLIMIT_DATA=2500000000"
     assert any("warm standby" in n for n in lower.notes)
     assert lower.rlimit_data_bytes == 2_500_000_000
     # a higher one cannot: the standby started under 2.5 GB is closed, a fresh process runs
-    higher = executor.run(_warm(profile, 128, budget_bytes=3 * 10**9))
+    higher = executor.run(_short(profile, 128, budget_bytes=3 * 10**9))
     assert higher.status is Status.OK and higher.rlimit_data_bytes == 3 * 10**9
     assert not any("warm standby" in n for n in higher.notes)
     leftover = _standby_alive(executor)
@@ -64,7 +70,7 @@ def test_next_trial_runs_in_the_standby_unless_its_cap_is_higher_and_close_leave
 
 def test_standby_off_runs_fresh_processes(quick_short):
     executor = LocalExecutor(standby=False)
-    executor.run(_warm(load_profile(quick_short), 128))
+    executor.run(_short(load_profile(quick_short), 128))
     assert executor._standby is None
 
 
@@ -83,8 +89,8 @@ def test_capped_trials_run_together_stream_back_and_are_marked_shared(quick_shor
     cap = int(1.5e9)
     executor = LocalExecutor(plan_cap(cap, None, None), parallel=2)
     assert executor.parallel == 2, executor.parallel_note
-    results = list(executor.run_batch([_warm(profile, 64, cap_bytes=cap),
-                                       _warm(profile, 128, cap_bytes=cap)]))
+    results = list(executor.run_batch([_short(profile, 64, cap_bytes=cap),
+                                       _short(profile, 128, cap_bytes=cap)]))
     executor.close()
     assert sorted(r.num_envs for r in results) == [64, 128]
     assert all(r.status is Status.OK and r.shared_run for r in results)

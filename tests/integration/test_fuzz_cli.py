@@ -496,13 +496,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_disk_full_during_a_sweep_is_one_line_with_the_table(tmp_path):
+def test_disk_full_during_a_sweep_is_one_line_with_the_table(tmp_path, quick_short):
     """RLIMIT_FSIZE lets the header through, not the first trial line: as a disk that
     fills after the sweep started. The trial is shown, the error is one line, exit 2."""
     from vramtune import api
 
-    # --cache, here and below: the session's compile cache shortens the one trial that runs
-    probe = api.prepare_sweep("quick", start=64, max_envs=64, refine=0, confirm=False,
+    # --cache, here and below: the session's compile cache shortens the one trial that runs,
+    # and quick_short's steps/s window too (the same profile here and below: the same header)
+    probe = api.prepare_sweep(quick_short, start=64, max_envs=64, refine=0, confirm=False,
                               cache=True, standby=False, out=tmp_path / "probe")
     probe.release()
     limit = (tmp_path / "probe/results.jsonl").stat().st_size + 300
@@ -511,7 +512,7 @@ def test_disk_full_during_a_sweep_is_one_line_with_the_table(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     proc = subprocess.run([sys.executable, "-m", "vramtune.cli.app", "sweep", "--profile",
-                           "quick", "--start", "64", "--max-envs", "64", "--refine", "0",
+                           quick_short, "--start", "64", "--max-envs", "64", "--refine", "0",
                            "--no-confirm", "--cache", "--no-standby", "--out",
                            str(tmp_path / "run"), "--timeout", "120"],
                           capture_output=True, text=True, timeout=300, preexec_fn=small_files)

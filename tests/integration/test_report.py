@@ -1,7 +1,7 @@
 """`vramtune report` / `compare` on a real saved sweep: three real trials, one a real OOM.
 
 The run directory is built the way the sweep writes it (store.create_run + append_result of
-real run_trial records), so these tests do not wait on the sweep command.
+real trial records from the local executor), so these tests do not wait on the sweep command.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import pytest
 from tests.conftest import run_cli
 from vramtune import machine
 from vramtune.machine import default_cache_dir
-from vramtune.measure.trial import TrialRequest, run_trial
+from vramtune.measure.executor import LocalExecutor
+from vramtune.measure.trial import TrialRequest
 from vramtune.records import Status
 from vramtune.results import store
 from vramtune.workload.profile import load_profile
@@ -40,11 +41,17 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory, quick_short: str) -> Path:
     store.create_run(directory, store.RunHeader(
         profile.name, profile.hash, profile.to_dict(), BUDGET, 0.1, machine.machine_summary(),
         machine.versions(), created="2026-11-21T20:00:00+00:00"))
-    for n in (128, 256, 4096):
-        result = run_trial(TrialRequest(profile, n, budget_bytes=BUDGET,
-                                        compile_cache_dir=str(default_cache_dir() / "jax"),
-                                        cache_under_cpu_cap=True))
-        store.append_result(directory, result)
+    # One after another as a sweep runs them: each next trial's process starts (and imports)
+    # in the executor's standby while the one before it compiles
+    executor = LocalExecutor()
+    try:
+        for n in (128, 256, 4096):
+            result = executor.run(TrialRequest(profile, n, budget_bytes=BUDGET,
+                                               compile_cache_dir=str(default_cache_dir() / "jax"),
+                                               cache_under_cpu_cap=True))
+            store.append_result(directory, result)
+    finally:
+        executor.close()
     statuses = [r.status for r in store.load_run(directory).results]
     assert statuses[:2] == [Status.OK, Status.OK] and statuses[2] is Status.OOM, statuses
     return directory

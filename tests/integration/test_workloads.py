@@ -26,6 +26,9 @@ SMALL_PPO = {"batch_size": 128, "num_minibatches": 4, "unroll_length": 10,
              "num_updates_per_batch": 1, "run_evals": False}
 SHORT = {"warmup_intervals": 0, "min_intervals": 1, "min_window_s": 0,
          "min_training_steps": 1, "steady_intervals": 1}
+# SHORT, ended after two speed intervals at most whether or not the rate or the memory has
+# settled: for a trial that asserts that it trains, not a figure's precision
+BRIEF = {**SHORT, "max_intervals": 2}
 
 
 def _quick(**changes: Any) -> dict[str, Any]:
@@ -157,7 +160,8 @@ def test_init_profile_missing_folder(tmp_path):
 @pytest.mark.slow
 def test_user_factory_trains_with_its_env_kwargs():
     result, workload = _trial(_quick(name="mine", env="tests.workloads_fixture:make_fast_env",
-                                     backend=None, env_kwargs={"backend": "generalized"}))
+                                     backend=None, env_kwargs={"backend": "generalized"},
+                                     measure=BRIEF))
     assert result.status is Status.OK, result.error_message
     assert result.steps_per_s and result.steps_per_s > 0
     assert result.host_peak_rss_bytes and result.host_peak_rss_bytes > 100 * 2**20
@@ -219,10 +223,16 @@ def test_ppo_override_reaches_ppo_train():
 def test_network_override_changes_measured_memory():
     """Wider hidden layers (profile network:) reach the networks ppo.train builds: the
     trial's peak host memory grows by their parameters, gradients and optimiser state."""
-    base, _ = _trial(_quick(name="narrow", measure=SHORT), cold=True)
+    # Both trials alike, and cheap: 64 envs, 8 evaluation envs (a 2048-wide policy over 128
+    # of them took most of the wide trial's epochs) and at most two intervals (the wide
+    # trial's memory creeps past the 0.5 % rule for many epochs). The parameters, gradients
+    # and optimiser state are there from the first step: the wide peak measured ~300 MiB
+    # above the narrow one this way, twice the margin asserted.
+    small = {"measure": BRIEF, "ppo": {**_quick()["ppo"], "num_eval_envs": 8}}
+    base, _ = _trial(_quick(name="narrow", **small), 64, cold=True)
     wide_net = {"policy_hidden_layer_sizes": [2048, 2048],
                 "value_hidden_layer_sizes": [2048, 2048]}
-    wide, workload = _trial(_quick(name="wide", measure=SHORT, network=wide_net), cold=True)
+    wide, workload = _trial(_quick(name="wide", network=wide_net, **small), 64, cold=True)
     assert base.status is Status.OK and wide.status is Status.OK, (base.error_message,
                                                                     wide.error_message)
     assert workload[0]["network"]["policy_hidden_layer_sizes"] == [2048, 2048]
@@ -239,8 +249,11 @@ def test_network_override_changes_measured_memory():
 def test_playground_cartpole_trial_on_cpu(tmp_path):
     """A hand-written Playground profile: batch settings stated, the rest from Playground's
     brax_ppo_config (filled in by the child), impl jax picked automatically on CPU."""
+    # It asserts no figure's precision: two intervals are enough for the rate's bound, and
+    # batch 32 x 4 minibatches is one 10-step unroll of the 128 envs per training step
+    # (Playground's 10 epochs between progress calls make each call 10 training steps).
     data = {"name": "cartpole-small", "env": "playground:CartpoleBalance", "num_envs": 128,
-            "ppo": dict(SMALL_PPO), "measure": SHORT}  # it asserts no figure's precision
+            "ppo": {**SMALL_PPO, "batch_size": 32}, "measure": BRIEF}
     path = tmp_path / "cartpole.yaml"
     path.write_text(yaml.safe_dump(data))
     result, workload = _trial(yaml.safe_load(path.read_text()))
@@ -258,6 +271,15 @@ def test_playground_cartpole_trial_on_cpu(tmp_path):
         result.steps_per_s, env_steps, result.measure_window_s)
     (info,) = workload
     assert info["source"] == "playground" and info["impl"] == "jax (auto)"
+    # the ledger on MJX: the parts counted from brax's own arguments, evaluation off (not
+    # counted: it stays in the unexplained part, which says so), adding up to the peak
+    from vramtune.tune.ledger import size_ledger
+
+    assert result.ledger_error is None and result.ledger_eval_temp_bytes is None
+    row = size_ledger(result)
+    assert row.parts_bytes + row.unexplained_bytes == row.peak_bytes
+    assert result.ledger_env_state_bytes > 0 and result.ledger_params_bytes > 0
+    assert 0 < result.ledger_rollout_bytes < result.ledger_epoch_temp_bytes
     # Playground's own values for what the profile left out; the profile's own win
     assert info["playground_defaults"]["discounting"] == 0.995
     assert info["playground_defaults"]["reward_scaling"] == 10.0
@@ -274,10 +296,13 @@ def test_ant_mjx_trial_at_64_envs():
     # the profile's batch rule, not how fast or how much memory. No evaluation: brax's
     # evaluator is a second XLA program around the MJX step, and compiling it took half of
     # this test (94 s -> 53 s alone on 2 cores); evaluation is in every quick trial. Episodes
-    # cut to 100 steps (a reset's cost, whatever evaluation does).
+    # cut to 100 steps (a reset's cost, whatever evaluation does). One speed interval (the
+    # trial ends at its second progress call, memory steady or not), unrolls of one step and
+    # one update per batch: batch_size and num_minibatches, the rule under test, are kept.
     data = yaml.safe_load(builtin_profiles()["ant"].read_text())
-    short = {**data, "measure": SHORT, "episode_length": 100,
-             "ppo": {**data["ppo"], "run_evals": False}}
+    short = {**data, "measure": {**SHORT, "max_intervals": 1}, "episode_length": 100,
+             "ppo": {**data["ppo"], "run_evals": False, "unroll_length": 1,
+                     "num_updates_per_batch": 1}}
     result = run_trial(TrialRequest(profile_from_dict(short), 64))
     assert result.status is Status.OK, (result.error_message, result.error_where)
     assert result.steps_per_s and result.steps_per_s > 0
@@ -309,7 +334,7 @@ def test_a_factory_is_imported_from_the_profile_folder_not_the_cwd(tmp_path):
         "def make():\n    from brax import envs\n"
         "    return envs.get_environment('fast', backend='generalized')\n")
     data = _quick(name="mine", env=f"{module}:make", backend=None)
-    data["measure"] = {**data.get("measure", {}), **SHORT}
+    data["measure"] = {**data.get("measure", {}), **BRIEF}
     path = folder / "mine.yaml"
     path.write_text(yaml.safe_dump(data))
     result = run_trial(TrialRequest(load_profile(path), 128,
