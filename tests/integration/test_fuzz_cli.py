@@ -303,6 +303,9 @@ def test_run_directories(corpus, tmp_path):
                  inputs=(item.path,), allow=(f"{p}/configs",), **common),
             Case(f"compare {item.path}", ["compare", f"@in/{good}", p],
                  inputs=tuple({item.path, good}), **common),
+            # the corpus was recorded before trials counted a ledger: one line, whatever
+            # the damage
+            Case(f"explain {item.path}", ["explain", p, "--json"], USAGE, (item.path,)),
         ]
         if item.expect == USAGE:  # a damaged header is refused before anything runs
             cases.append(Case(f"sweep --resume {item.path}", ["sweep", "--resume", p, *SHORT,
