@@ -50,6 +50,8 @@ def explain(
                              wide=wide), crop=False)
     if expl.phases:
         console.print(f"phases: {escape(expl.phases)}")
+    if expl.error:
+        console.print(f"[yellow]not counted in full:[/] {escape(expl.error)}")
     sizes = ", ".join(f"{s.num_envs:,}" for s in expl.sizes)
     console.print(rich_table(fits_table(expl.fits), title=f"per env and fixed, over {sizes} "
                                                           f"envs", wide=wide), crop=False)
@@ -59,9 +61,11 @@ def explain(
                              title=f"{cards}: predicted, headroom {expl.headroom_fraction:.0%}",
                              wide=wide), crop=False)
     notes = ["unexplained: what the parts do not count (runtime, libraries, compiler, "
-             "fragmentation), never spread over them",
-             "predicted sizes were never run: a recommendation is only made from measured "
-             "trials (sweep on the card itself)"]
+             "fragmentation), never spread over them; the epoch's and the evaluation's "
+             "temporaries are never live together, so the larger is the one counted",
+             "predicted sizes were never run, and a straight line far past the sizes measured "
+             "is a guess: a recommendation is only made from measured trials (sweep on the "
+             "card itself)"]
     if expl.backend == "cpu":
         notes.append("CPU: the peak is the process's data segment (host RAM); a GPU's ledger "
                      "differs")

@@ -485,6 +485,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                              action_size=_action_size(environment), on_gpu=not on_cpu,
                              devices=int(result.get("device_count") or 1),
                              bootstrap_on_timeout=bool(kwargs.get("bootstrap_on_timeout")),
+                             computes_value=bool(kwargs.get("bootstrap_on_timeout"))
+                             or kwargs.get("clipping_epsilon_value") is not None,
                              peak_so_far=cap_figure)
         ledger.install(jax)
         emit(phase="compiling")

@@ -37,6 +37,7 @@ from typing import Any
 
 from vramtune.errors import UserError
 from vramtune.measure.cap import Cap
+from vramtune.measure.intercept import wrap_named
 from vramtune.measure.oom import classify_text
 from vramtune.measure.process import child_env, kill_group, trial_dir
 from vramtune.measure.wire import MIN_EPOCH_STEPS
@@ -316,25 +317,18 @@ def cost_figures(compiled: Any) -> dict[str, float]:
 
 
 def _intercept(jax: Any) -> None:
-    """Wrap jax.pmap and jax.jit so the function brax names ``training_epoch`` compiles
-    ahead of time at its first call and raises with XLA's memory analysis instead of
-    running. Every other function (reset, evaluation) is brax's, untouched."""
-    for name in ("pmap", "jit"):
-        original = getattr(jax, name)
+    """Make the function brax names ``training_epoch`` compile ahead of time at its first
+    call and raise with XLA's memory analysis instead of running. Every other function
+    (reset, evaluation) is brax's, untouched."""
+    def wrap(_name: str, staged: Any) -> Any:
+        def first_call(*call_args: Any, **call_kwargs: Any) -> Any:
+            t = time.perf_counter()
+            compiled = staged.lower(*call_args, **call_kwargs).compile()
+            raise _Compiled(compiled.memory_analysis(), cost_figures(compiled),
+                            time.perf_counter() - t)
+        return first_call
 
-        def wrapped(fun: Any = None, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            staged = _original(fun, *args, **kwargs)
-            if getattr(fun, "__name__", None) != EPOCH_FUNCTION:
-                return staged
-
-            def first_call(*call_args: Any, **call_kwargs: Any) -> Any:
-                t = time.perf_counter()
-                compiled = staged.lower(*call_args, **call_kwargs).compile()
-                raise _Compiled(compiled.memory_analysis(), cost_figures(compiled),
-                                time.perf_counter() - t)
-            return first_call
-
-        setattr(jax, name, wrapped)
+    wrap_named(jax, (EPOCH_FUNCTION,), wrap)
 
 
 def _one_size(ppo: Any, profile: Any, num_envs: int, batch_size: int, num_minibatches: int,

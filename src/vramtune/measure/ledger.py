@@ -29,9 +29,12 @@ one, so its figures count once either way.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
+
+from vramtune.measure.intercept import wrap_named
 
 EPOCH_FUNCTION = "training_epoch"
 EVAL_FUNCTION = "generate_eval_unroll"
@@ -52,7 +55,8 @@ def tree_bytes(tree: Any, jax: Any) -> int:
 
 
 def transition_bytes_per_env(env_state: Any, action_size: int, jax: Any, *,
-                             num_envs: int, bootstrap_on_timeout: bool) -> int:
+                             num_envs: int, bootstrap_on_timeout: bool,
+                             computes_value: bool = False) -> int:
     """One ``Transition`` of one env, as PPO's unroll fills it (see the module docstring).
     ``env_state`` is the batched state of all ``num_envs`` envs (over every device)."""
     count = max(num_envs, 1)
@@ -66,7 +70,10 @@ def transition_bytes_per_env(env_state: Any, action_size: int, jax: Any, *,
     done = per_env(env_state.done)  # discount = 1 - done: the same dtype
     f32 = 4  # the policy's outputs: float32 parameters
     # log_prob (1), raw_action (A), distribution_params (2A: loc and scale)
-    policy_extras = f32 * (1 + action_size + 2 * action_size)
+    # and the value estimate (1) where the policy computes it (train.py make_inference_fn:
+    # bootstrap_on_timeout or clipping_epsilon_value); a distributional critic's quantiles
+    # are not counted (a lower bound there)
+    policy_extras = f32 * (1 + action_size + 2 * action_size + (1 if computes_value else 0))
     wanted = (*STATE_EXTRAS, "time_out") if bootstrap_on_timeout else STATE_EXTRAS
     state_extras = sum(per_env(info[k]) for k in wanted if k in info)
     return obs * 2 + f32 * action_size + reward + done + policy_extras + state_extras
@@ -78,11 +85,12 @@ class LedgerWatch:
 
     def __init__(self, *, num_envs: int, batch_size: int, num_minibatches: int,
                  unroll_length: int, action_size: int | None, on_gpu: bool, devices: int,
-                 bootstrap_on_timeout: bool,
+                 bootstrap_on_timeout: bool, computes_value: bool = False,
                  peak_so_far: Callable[[], int | None] | None = None) -> None:
         self.num_envs, self.batch_size, self.num_minibatches = num_envs, batch_size, num_minibatches
         self.unroll_length, self.action_size = unroll_length, action_size
         self.on_gpu, self.devices, self.bootstrap = on_gpu, max(devices, 1), bootstrap_on_timeout
+        self.computes_value = computes_value
         self.peak_so_far = peak_so_far  # the figure the cap counts, its peak until now
         self.figures: dict[str, int] = {}
         self.error: str | None = None
@@ -98,24 +106,17 @@ class LedgerWatch:
 
     def install(self, jax: Any) -> None:
         watch = self
-        for name in ("pmap", "jit"):
-            original = getattr(jax, name)
 
-            def wrapped(fun: Any = None, *args: Any, _original: Any = original,
-                        **kwargs: Any) -> Any:
-                staged = _original(fun, *args, **kwargs)
-                which = getattr(fun, "__name__", None)
-                if which not in (EPOCH_FUNCTION, EVAL_FUNCTION):
-                    return staged
+        def wrap(which: str, staged: Any) -> Any:
+            @functools.wraps(staged)
+            def first_call(*call_args: Any, **call_kwargs: Any) -> Any:
+                if which not in watch._seen:
+                    watch._seen.add(which)
+                    watch._count(jax, which, staged, call_args, call_kwargs)
+                return staged(*call_args, **call_kwargs)
+            return first_call
 
-                def first_call(*call_args: Any, **call_kwargs: Any) -> Any:
-                    if which not in watch._seen:
-                        watch._seen.add(which)
-                        watch._count(jax, which, staged, call_args, call_kwargs)
-                    return staged(*call_args, **call_kwargs)
-                return first_call
-
-            setattr(jax, name, wrapped)
+        wrap_named(jax, (EPOCH_FUNCTION, EVAL_FUNCTION), wrap)
 
     def _count(self, jax: Any, which: str, staged: Any, args: tuple, kwargs: dict) -> None:
         """The roles in ``args`` and XLA's figures; a failure leaves the training alone and
@@ -165,7 +166,8 @@ class LedgerWatch:
         if self.action_size is not None:
             per_step = transition_bytes_per_env(env_state, self.action_size, jax,
                                                 num_envs=self.num_envs,
-                                                bootstrap_on_timeout=self.bootstrap)
+                                                bootstrap_on_timeout=self.bootstrap,
+                                                computes_value=self.computes_value)
             # B x M / N unrolls of T steps of every env: B x M x T transitions in all, split
             # over the devices (each scans its N / D envs)
             transitions = self.batch_size * self.num_minibatches * self.unroll_length

@@ -20,8 +20,8 @@ probe saw no demand keeps what the trial ran with (a zero would switch contacts 
 
 On a GPU each Warp step's temporaries come from Warp's own CUDA pool, outside XLA's pool and
 its fraction (docs/measuring.md). The sweep leaves room for it under the budget
-(``warp_pool_room``): the high-water mark earlier trials measured, scaled up with num_envs
-(never down: the pool has parts no env count shrinks), times the margin, so that XLA's pool
+(``warp_pool_room``): the high-water mark of the nearest size measured at or below, scaled
+up with num_envs (never down: the pool has parts no env count shrinks), times the margin, so that XLA's pool
 plus Warp's stays within the budget and a size too large for both runs out of memory in its
 trial rather than past the budget. The NVML process figure, which counts both, still judges.
 """
@@ -123,16 +123,19 @@ def sweep_capacities(results: Sequence[TrialResult], num_envs: int,
 
 
 def warp_pool_room(results: Sequence[TrialResult], num_envs: int) -> int | None:
-    """The bytes a GPU trial of ``num_envs`` leaves outside XLA's pool for Warp's own pool:
-    the largest high-water mark earlier trials measured, each scaled by num_envs over its
-    size where that is larger (the step's temporaries scale with naconmax and nworld, both
-    with num_envs; scaled down never: the pool keeps parts no size shrinks), times the margin.
-    None before any GPU Warp trial measured its pool (the first runs without room; its NVML
-    figure, which counts the pool, judges it)."""
+    """The bytes a GPU trial of ``num_envs`` leaves outside XLA's pool for Warp's own pool,
+    from the nearest size measured: the largest measured at or below num_envs, its high-water
+    mark scaled by num_envs over that size (the step's temporaries scale with naconmax and
+    nworld, both with num_envs), else the smallest measured above it, not scaled down (the
+    pool keeps parts no size shrinks); times the margin. A size further away is not scaled
+    from: the pool's fixed part would be multiplied with its per-env part. None before any
+    GPU Warp trial measured its pool (the first runs without room; its NVML figure, which
+    counts the pool, judges it)."""
     seen = [r for r in results if r.num_envs > 0 and isinstance(r.warp_mempool_high_bytes, int)
             and 0 < r.warp_mempool_high_bytes <= MAX_POOL_BYTES]
     if not seen or num_envs <= 0:
         return None
-    need = max(r.warp_mempool_high_bytes * max(1.0, num_envs / r.num_envs)  # type: ignore[operator]
-               for r in seen)
-    return math.ceil(need * CAPACITY_MARGIN)
+    below = [r.num_envs for r in seen if r.num_envs <= num_envs]
+    size = max(below) if below else min(r.num_envs for r in seen)
+    high = max(r.warp_mempool_high_bytes for r in seen if r.num_envs == size)  # type: ignore[type-var]
+    return math.ceil(high * max(1.0, num_envs / size) * CAPACITY_MARGIN)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from vramtune.errors import UserError
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import Run
+from vramtune.schema import MAX_NUM_ENVS
 from vramtune.units import format_bytes
 from vramtune.workload.profile import profile_from_dict
 from vramtune.workload.rules import nearest_valid
@@ -44,6 +45,8 @@ ROLES = (
 )
 ROLLOUT = ("ledger_rollout_bytes", "rollout (in epoch temp)")
 CARD_PEAK = "a card must hold"  # GPU: NVML's process figure (pool and outside it)
+# never live together: the epoch's transients and the evaluation's temporaries
+TRANSIENT = ("ledger_epoch_temp_bytes", "ledger_epoch_outputs_bytes", "ledger_eval_temp_bytes")
 UNEXPLAINED = "unexplained"  # runtime, libraries, compiler, fragmentation: never spread
 # Card sizes (GB) the predicted table covers: common consumer and data-centre cards
 CARD_GB = (8, 12, 16, 24, 40, 48, 80, 141)
@@ -76,10 +79,13 @@ class SizeLedger:
     # the peak as it stood before and after the epoch's compile: which phase set the peak
     before_compile_bytes: int | None = None
     after_compile_bytes: int | None = None
+    error: str | None = None  # why a part was not counted, as the trial child said
 
     def figures(self) -> dict[str, int | None]:
         """field -> bytes, with the unexplained part, the peak and what a card must hold."""
         out: dict[str, int | None] = {line.field: line.bytes for line in self.lines}
+        out["transient_bytes"] = _transient({k: v for k, v in out.items() if v is not None}) \
+            if any(out.get(f) is not None for f in TRANSIENT) else None
         out["unexplained_bytes"] = self.unexplained_bytes
         out["peak_bytes"] = self.peak_bytes
         out["card_peak_bytes"] = self.card_peak_bytes
@@ -125,10 +131,23 @@ class CardPrediction:
     num_envs: int | None  # None: not even the smallest size, or no line to solve
     low_num_envs: int | None  # with the peak line's largest residual added
     high_num_envs: int | None  # and taken off
+    # how far past the largest size measured the prediction reaches (num_envs / that size)
+    times_measured: float | None = None
+    capped: bool = False  # num_envs stopped at MAX_NUM_ENVS, the most vramtune accepts
+
+
+def _transient(known: dict[str, int]) -> int:
+    """The larger of the epoch's transients and the evaluation's temporaries."""
+    epoch = sum(known.get(f, 0) for f in ("ledger_epoch_temp_bytes", "ledger_epoch_outputs_bytes"))
+    return max(epoch, known.get("ledger_eval_temp_bytes", 0))
 
 
 def has_ledger(result: TrialResult) -> bool:
     return result.ledger_epoch_temp_bytes is not None or result.ledger_params_bytes is not None
+
+
+def _ledger_errors(results: Sequence[TrialResult]) -> list[str]:
+    return [f"{r.num_envs} envs: {r.ledger_error}" for r in results if r.ledger_error]
 
 
 def size_ledger(result: TrialResult) -> SizeLedger:
@@ -138,9 +157,13 @@ def size_ledger(result: TrialResult) -> SizeLedger:
                             part_of="ledger_epoch_temp_bytes"))
     # A role not counted (no evaluation ran: run_evals off; a call the child could not read)
     # is left out of the parts and so stays inside the unexplained part, which says so
-    # (``SizeLedger.uncounted``); no part at all counted: nothing is explained.
-    counted = [line.bytes for line in lines if line.part_of is None and line.bytes is not None]
-    parts = sum(counted) if counted else None
+    # (``SizeLedger.uncounted``); no part at all counted: nothing is explained. The epoch's
+    # transients (its temporaries and outputs) and the evaluation's temporaries are never
+    # live at once (brax evaluates between epochs): the larger of the two counts.
+    known = {line.field: line.bytes for line in lines
+             if line.part_of is None and line.bytes is not None}
+    parts = (sum(b for f, b in known.items() if f not in TRANSIENT) + _transient(known)
+             if known else None)
     peak = _plausible(result.line_figure_bytes)
     unexplained = peak - parts if peak is not None and parts is not None else None
     outside = _plausible(result.outside_pool_bytes) if result.is_gpu else None
@@ -148,7 +171,8 @@ def size_ledger(result: TrialResult) -> SizeLedger:
     return SizeLedger(result.num_envs, tuple(lines), peak,
                       result.cap_figure_words or "peak", parts, unexplained, outside, card,
                       before_compile_bytes=_plausible(result.ledger_peak_before_epoch_compile_bytes),
-                      after_compile_bytes=_plausible(result.ledger_peak_after_epoch_compile_bytes))
+                      after_compile_bytes=_plausible(result.ledger_peak_after_epoch_compile_bytes),
+                      error=result.ledger_error)
 
 
 def ledgers(results: Sequence[TrialResult]) -> list[SizeLedger]:
@@ -213,11 +237,12 @@ def _line(points: Sequence[tuple[int, int]]) -> tuple[float | None, float | None
 
 
 def predict_cards(card_peak: RoleFit, headroom_fraction: float,
-                  valid_below: Callable[[int], int | None],
+                  valid_below: Callable[[int], int | None], largest_measured: int,
                   cards_gb: Sequence[int] = CARD_GB) -> list[CardPrediction]:
     """For each card: the largest valid num_envs whose predicted peak (``card_peak``: the fit
-    of what a card must hold) stays under the card's line, and the range the fit's largest
-    residual allows. Predicted, never measured."""
+    of what a card must hold) stays under the card's line, the range the fit's largest
+    residual allows (the spread seen, not the slope's own uncertainty), and how far past
+    ``largest_measured`` it reaches. Predicted, never measured; never past MAX_NUM_ENVS."""
     peak = card_peak
     out = []
     for gb in cards_gb:
@@ -230,11 +255,15 @@ def predict_cards(card_peak: RoleFit, headroom_fraction: float,
 
         def solve(room: float) -> int | None:
             n = math.floor((room - peak.fixed_bytes) / peak.per_env_bytes)  # type: ignore[operator]
-            return valid_below(n) if n >= 1 else None
+            return valid_below(min(n, MAX_NUM_ENVS)) if n >= 1 else None
 
-        out.append(CardPrediction(card, line, solve(line),
+        n = solve(line)
+        raw = math.floor((line - peak.fixed_bytes) / peak.per_env_bytes)
+        out.append(CardPrediction(card, line, n,
                                   None if residual is None else solve(line - residual),
-                                  None if residual is None else solve(line + residual)))
+                                  None if residual is None else solve(line + residual),
+                                  times_measured=n / largest_measured if n else None,
+                                  capped=raw > MAX_NUM_ENVS))
     return out
 
 
@@ -257,6 +286,7 @@ class Explanation:
     shown: tuple[tuple[str, str, int | None], ...]  # (field, role, bytes) of the size shown
     shown_peak_bytes: int | None
     phases: str | None  # which phase set the shown size's peak (measured sizes only)
+    error: str | None  # the shown size's count failed in part: why
     sizes: tuple[SizeLedger, ...]
     fits: tuple[RoleFit, ...]
     cards: tuple[CardPrediction, ...]
@@ -286,7 +316,7 @@ def predicted_lines(fits: tuple[RoleFit, ...], num_envs: int
         fit = by_field.get(field)
         if fit is None or fit.per_env_bytes is None or fit.fixed_bytes is None:
             return None
-        return max(int(round(fit.fixed_bytes + fit.per_env_bytes * num_envs)), 0)
+        return int(round(fit.fixed_bytes + fit.per_env_bytes * num_envs))  # may be < 0: a poor fit shows
 
     fields = [*ROLES, ROLLOUT, ("unexplained_bytes", UNEXPLAINED)]
     lines = [(field, f"{role} (predicted)", at(field)) for field, role in fields]
@@ -303,8 +333,10 @@ def explain_run(run: Run, num_envs: int | None, headroom_fraction: float, *,
     the fits, the cards. A UserError when no trial counted a ledger (a run from before it)."""
     sizes = ledgers(run.results)
     if not sizes:
-        raise UserError("no trial in this run counted where its memory went (a run made "
-                        "before the ledger, or no trial ended ok): run the sweep again")
+        errors = _ledger_errors(run.results)
+        raise UserError("no trial in this run counted where its memory went: " + (
+            f"the count failed ({errors[0][:300]})" if errors else
+            "a run made before the ledger, or no trial ended ok; run the sweep again"))
     profile = profile_from_dict(run.header.profile, source=f"{run.directory}: profile")
     devices = run.header.search.devices
 
@@ -316,15 +348,20 @@ def explain_run(run: Run, num_envs: int | None, headroom_fraction: float, *,
 
     fits = tuple(fit_roles(sizes))
     card_fit = next(f for f in fits if f.field == "card_peak_bytes")
-    cards = tuple(predict_cards(card_fit, headroom_fraction, valid_below, cards_gb))
+    cards = tuple(predict_cards(card_fit, headroom_fraction, valid_below,
+                                sizes[-1].num_envs, cards_gb))
     by_size = {s.num_envs: s for s in sizes}
     n = num_envs if num_envs is not None else (
         default_num_envs if default_num_envs in by_size else sizes[-1].num_envs)
+    if num_envs is not None and profile.shape_for(num_envs, devices) is None:
+        below, above = nearest_valid(profile.scaling, profile.base_shape, num_envs, devices)
+        raise UserError(f"--num-envs {num_envs} breaks Brax's batch rule with this profile "
+                        f"(nearest valid: {below or 'none'} below, {above or 'none'} above)")
     backend = "gpu" if any(r.is_gpu for r in run.results) else "cpu"
-    phases = None
+    phases = error = None
     if n in by_size:
         shown, peak, predicted = shown_lines(by_size[n]), by_size[n].peak_bytes, False
-        phases = by_size[n].phases_words()
+        phases, error = by_size[n].phases_words(), by_size[n].error
     else:
         if len(sizes) < 2:
             raise UserError(f"{n} envs was not measured, and one measured size "
@@ -332,4 +369,4 @@ def explain_run(run: Run, num_envs: int | None, headroom_fraction: float, *,
         shown, peak = predicted_lines(fits, n)
         predicted = True
     return Explanation(str(run.directory), run.header.profile_name, backend, headroom_fraction,
-                       n, predicted, shown, peak, phases, tuple(sizes), fits, cards)
+                       n, predicted, shown, peak, phases, error, tuple(sizes), fits, cards)

@@ -99,16 +99,16 @@ def ledger_comment(results: Sequence[TrialResult]) -> list[str]:
 
     def per_env(field: str) -> str:
         value = fits[field].per_env_bytes
-        return fmt.NA if value is None else format_bytes(max(int(round(value)), 0))
+        return fmt.NA if value is None else format_bytes(int(round(value)))
 
-    fixed = sum(fits[f].fixed_bytes or 0.0 for f in ("ledger_params_bytes",
-                                                     "ledger_optimizer_bytes"))
+    held = [fits[f].fixed_bytes for f in ("ledger_params_bytes", "ledger_optimizer_bytes")]
+    fixed = fmt.NA if None in held else format_bytes(int(sum(held)))  # type: ignore[arg-type]
     return [f"memory per env and fixed (fitted over {peak.sizes} sizes): {rows[0].peak_label} "
-            f"{format_bytes(max(int(peak.fixed_bytes), 0))} fixed + "
+            f"{format_bytes(int(peak.fixed_bytes))} fixed + "
             f"{per_env('peak_bytes')} per env; XLA temporaries "
             f"{per_env('ledger_epoch_temp_bytes')} per env (rollout "
             f"{per_env('ledger_rollout_bytes')}), env state {per_env('ledger_env_state_bytes')} "
-            f"per env, params and optimizer {format_bytes(int(fixed))} fixed "
+            f"per env, params and optimizer {fixed} fixed "
             f"(vramtune explain RUN)"]
 
 

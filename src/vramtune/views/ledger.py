@@ -55,21 +55,22 @@ def fits_table(fits: tuple[RoleFit, ...]) -> Table:
 
 
 def cards_predicted_table(cards: tuple[CardPrediction, ...]) -> Table:
-    """The largest num_envs predicted per card, with the range the residual allows."""
+    """The largest num_envs predicted per card, the range the residual allows, and how far
+    past the largest size measured it reaches (a straight line, extrapolated)."""
     cols = (Column("card", "card", "right"), Column("line", "line (less headroom)", "right"),
             Column("num_envs", "num_envs (predicted)", "right"),
-            Column("range", "range", "right"))
+            Column("range", "range (spread seen)", "right"),
+            Column("times", "x largest measured", "right"))
 
     def n(value: int | None) -> str:
         return NA if value is None else f"{value:,}"
 
-    rows = [[f"{c.card_bytes / GB:g} GB", format_bytes(c.line_bytes), n(c.num_envs),
+    rows = [[f"{c.card_bytes / GB:g} GB", format_bytes(c.line_bytes),
+             (">= " if c.capped else "") + n(c.num_envs),
              NA if c.low_num_envs is None and c.high_num_envs is None
-             else f"{n(c.low_num_envs)} .. {n(c.high_num_envs)}"] for c in cards]
-    data = pd.DataFrame([{"card_bytes": c.card_bytes, "line_bytes": c.line_bytes,
-                          "num_envs": c.num_envs, "low_num_envs": c.low_num_envs,
-                          "high_num_envs": c.high_num_envs} for c in cards])
-    return Table.from_rows(cols, rows, data=data)
+             else f"{n(c.low_num_envs)} .. {n(c.high_num_envs)}",
+             NA if c.times_measured is None else f"{c.times_measured:,.1f}x"] for c in cards]
+    return Table.from_rows(cols, rows, data=pd.DataFrame([asdict(c) for c in cards]))
 
 
 def explanation_json(expl: Explanation) -> dict[str, Any]:
@@ -79,9 +80,10 @@ def explanation_json(expl: Explanation) -> dict[str, Any]:
         "memory": expl.memory_words, "headroom_fraction": expl.headroom_fraction,
         "num_envs": expl.num_envs, "predicted": expl.predicted,
         "ledger": {field: value for field, _, value in expl.shown},
-        "peak_bytes": expl.shown_peak_bytes, "phases": expl.phases,
+        "peak_bytes": expl.shown_peak_bytes, "phases": expl.phases, "ledger_error": expl.error,
         "sizes": [{"num_envs": s.num_envs, "peak": s.peak_label, **s.figures(),
-                   "parts_bytes": s.parts_bytes, "outside_pool_bytes": s.outside_pool_bytes}
+                   "parts_bytes": s.parts_bytes, "outside_pool_bytes": s.outside_pool_bytes,
+                   "uncounted": list(s.uncounted), "ledger_error": s.error}
                   for s in expl.sizes],
         "fits": [asdict(f) for f in expl.fits],
         "cards_predicted": [asdict(c) for c in expl.cards],

@@ -217,10 +217,9 @@ def sweep_figure(run: Run, rec: Recommendation, *, budget_bytes: int | None,
 _STACK = (("params, optimizer, normalizer", ("ledger_params_bytes", "ledger_optimizer_bytes",
                                              "ledger_normalizer_bytes")),
           ("env state", ("ledger_env_state_bytes",)),
-          ("XLA temporaries: epoch", ("ledger_epoch_temp_bytes",)),
-          ("evaluation (state, temporaries)", ("ledger_eval_state_bytes",
-                                               "ledger_eval_temp_bytes")),
-          ("other parts (keys, outputs)", ("ledger_keys_bytes", "ledger_epoch_outputs_bytes")),
+          ("eval state, keys", ("ledger_eval_state_bytes", "ledger_keys_bytes")),
+          # the epoch's and the evaluation's are never live together: the larger
+          ("XLA temporaries (epoch or eval)", ("transient_bytes",)),
           ("unexplained", ("unexplained_bytes",)))
 
 

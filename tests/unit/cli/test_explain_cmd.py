@@ -37,8 +37,8 @@ def test_json_carries_every_size_the_fits_and_the_cards(run, capsys):
     assert data["ledger"]["ledger_env_state_bytes"] == 164 * 192
     assert [s["num_envs"] for s in data["sizes"]] == [64, 128, 256]
     for size in data["sizes"]:
-        parts = sum(size[f] for f in size if f.startswith("ledger_") and f != "ledger_rollout_bytes")
-        assert parts + size["unexplained_bytes"] == size["peak_bytes"]
+        assert size["parts_bytes"] + size["unexplained_bytes"] == size["peak_bytes"]
+        assert size["uncounted"] == [] and size["ledger_error"] is None
     fits = {f["field"]: f for f in data["fits"]}
     assert fits["ledger_rollout_bytes"]["per_env_bytes"] == pytest.approx(2_400)
     assert [c["card_bytes"] for c in data["cards_predicted"]] == [g * 10**9 for g in

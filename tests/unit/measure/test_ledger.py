@@ -86,3 +86,16 @@ def test_a_call_it_cannot_count_leaves_the_training_alone_and_says_why():
     finally:
         jax.jit, jax.pmap = saved
     assert watch.error is not None and watch.error.startswith("training_epoch: ")
+
+
+def test_jit_s_every_form_still_works_with_the_watch_installed():
+    import functools
+
+    saved = jax.jit, jax.pmap
+    try:
+        _watch().install(jax)
+        assert float(jax.jit(static_argnums=0)(lambda n, x: x * n)(3, 2.0)) == 6.0
+        assert int(jax.jit(functools.partial(lambda a, b: a + b, 1))(2)) == 3  # no __name__
+        assert float(jax.jit(lambda x: x + 1, donate_argnums=())(1.0)) == 2.0
+    finally:
+        jax.jit, jax.pmap = saved

@@ -97,9 +97,10 @@ def test_a_gpu_trial_leaves_room_for_warp_s_pool_scaled_up_with_num_envs_never_d
     small = warp_trial(warp_mempool_high_bytes=100 * mib)  # 64 envs
     large = TrialResult(status=Status.OK, profile="cup", profile_hash="0" * 16, num_envs=512,
                         warp_mempool_high_bytes=400 * mib)
-    # 256 envs: 100 MiB x 4 from 64's, 400 MiB from 512's (not scaled down): the larger
+    # 256 envs: scaled from 64's, the nearest size at or below (512's is above: not scaled
+    # down); 1024: from 512's, not from 64's x 16, which would multiply its fixed part
     assert warp_pool_room([small, large], 256) == round(400 * mib * CAPACITY_MARGIN)
-    # 1024 envs: 100 MiB x 16 from 64's, 400 MiB x 2 from 512's: the larger, 64's
-    assert warp_pool_room([small, large], 1024) == round(1600 * mib * CAPACITY_MARGIN)
+    assert warp_pool_room([small, large], 1024) == round(800 * mib * CAPACITY_MARGIN)
+    assert warp_pool_room([large], 256) == round(400 * mib * CAPACITY_MARGIN)  # none below
     damaged = [warp_trial(warp_mempool_high_bytes=-5), warp_trial(warp_mempool_high_bytes=10**20)]
     assert warp_pool_room(damaged, 256) is None

@@ -31,8 +31,12 @@ def trial(n, *, peak=None, purpose=Purpose.SEARCH, status=Status.OK, backend="cp
 
 def test_the_parts_and_the_unexplained_part_add_up_to_the_measured_peak():
     row = size_ledger(trial(128))
-    parts = sum(line.bytes for line in row.lines if line.part_of is None)
+    # the epoch's temporaries and outputs, or the evaluation's, never both: the larger
+    held = sum(line.bytes for line in row.lines if line.part_of is None and line.field not in
+               ("ledger_epoch_temp_bytes", "ledger_epoch_outputs_bytes", "ledger_eval_temp_bytes"))
+    parts = held + 248_200 * 128 + 9_000 + 864
     assert row.parts_bytes == parts and row.unexplained_bytes == row.peak_bytes - parts
+    assert row.figures()["transient_bytes"] == 248_200 * 128 + 9_000 + 864
     assert row.peak_label == "data segment"
     rollout = next(line for line in row.lines if line.field == "ledger_rollout_bytes")
     assert rollout.part_of == "ledger_epoch_temp_bytes"  # inside the temp, never added to it
@@ -89,12 +93,13 @@ def test_cards_are_solved_from_the_peak_s_line_and_rounded_to_a_valid_size():
     (card,) = fit_roles(ledgers([trial(64), trial(128), trial(256, peak=900 * MiB
                                                                   + 240_000 * 256 + MiB)]))[-1:]
     assert card.field == "card_peak_bytes" and card.residual_bytes and card.residual_bytes > 0
-    (eight,) = predict_cards(card, 0.1, lambda n: n - n % 64, cards_gb=(8,))
+    (eight,) = predict_cards(card, 0.1, lambda n: n - n % 64, 256, cards_gb=(8,))
     line = 8 * GB * 0.9
     expected = (line - card.fixed_bytes) / card.per_env_bytes
     assert eight.num_envs == int(expected) - int(expected) % 64
     assert eight.low_num_envs <= eight.num_envs <= eight.high_num_envs
-    (tiny,) = predict_cards(card, 0.1, lambda n: n, cards_gb=(0,))
+    assert eight.times_measured == eight.num_envs / 256 and not eight.capped
+    (tiny,) = predict_cards(card, 0.1, lambda n: n, 256, cards_gb=(0,))
     assert tiny.num_envs is None  # not even one env: no size, never a negative one
 
 
@@ -130,3 +135,12 @@ def test_the_phases_say_which_part_of_the_run_set_the_peak():
                                   "compile (imports, env, init, first evaluation), 850.00 MiB "
                                   "after it, 1000.00 MiB at the end of training")
     assert size_ledger(trial(128)).phases_words() is None  # not read: nothing said
+
+
+def test_a_prediction_never_passes_the_most_num_envs_vramtune_takes():
+    from vramtune.schema import MAX_NUM_ENVS
+    from vramtune.tune.ledger import RoleFit
+
+    flat = RoleFit("card_peak_bytes", "a card must hold", 1e-3, 900 * MiB, None, 2)
+    (card,) = predict_cards(flat, 0.1, lambda n: n, 512, cards_gb=(8,))
+    assert card.num_envs == MAX_NUM_ENVS and card.capped and card.low_num_envs is None
