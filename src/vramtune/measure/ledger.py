@@ -38,14 +38,6 @@ from vramtune.measure.intercept import wrap_named
 
 EPOCH_FUNCTION = "training_epoch"
 EVAL_FUNCTION = "generate_eval_unroll"
-# Each role's field in the trial's record, in the order a ledger is shown.
-ROLE_FIELDS = ("ledger_params_bytes", "ledger_optimizer_bytes", "ledger_normalizer_bytes",
-               "ledger_env_state_bytes", "ledger_eval_state_bytes", "ledger_keys_bytes",
-               "ledger_epoch_outputs_bytes", "ledger_epoch_temp_bytes", "ledger_eval_temp_bytes")
-PART_FIELDS = ("ledger_rollout_bytes",)  # inside one of the roles above (the epoch's temp)
-# The peak the cap counts, as it stood before the epoch's compile (imports, the env, the
-# init, the first evaluation) and after it: with the trial's peak, which phase set it.
-PHASE_FIELDS = ("ledger_peak_before_epoch_compile_bytes", "ledger_peak_after_epoch_compile_bytes")
 STATE_EXTRAS = ("truncation", "episode_metrics", "episode_done")  # train.py training_step
 
 

@@ -33,10 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vramtune.records import Status, TrialResult
+from vramtune.schema import MAX_BYTES
 from vramtune.workload.emitted import MAX_CAPACITY
 
 CAPACITY_MARGIN = 1.5
-MAX_POOL_BYTES = 1 << 50  # past any card: a damaged results file's pool figure is ignored
 # capacity: (the record's demand field, what it counts, over which worlds)
 _DEMAND = {"naconmax": ("warp_contacts_max", "contacts", "for all worlds"),
            "njmax": ("warp_constraint_rows_per_world_max", "constraint rows", "in the fullest world")}
@@ -132,7 +132,7 @@ def warp_pool_room(results: Sequence[TrialResult], num_envs: int) -> int | None:
     GPU Warp trial measured its pool (the first runs without room; its NVML figure, which
     counts the pool, judges it)."""
     seen = [r for r in results if r.num_envs > 0 and isinstance(r.warp_mempool_high_bytes, int)
-            and 0 < r.warp_mempool_high_bytes <= MAX_POOL_BYTES]
+            and 0 < r.warp_mempool_high_bytes <= MAX_BYTES]
     if not seen or num_envs <= 0:
         return None
     below = [r.num_envs for r in seen if r.num_envs <= num_envs]

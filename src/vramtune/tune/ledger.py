@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from vramtune.errors import UserError
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import Run
-from vramtune.schema import MAX_NUM_ENVS
+from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS
 from vramtune.units import format_bytes
 from vramtune.workload.profile import profile_from_dict
 from vramtune.workload.rules import nearest_valid
@@ -270,7 +270,7 @@ def predict_cards(card_peak: RoleFit, headroom_fraction: float,
 def _plausible(value: int | None) -> int | None:
     """A byte count a trial can have recorded (a damaged results file may say anything)."""
     return value if isinstance(value, int) and not isinstance(value, bool) \
-        and 0 <= value < 1 << 50 else None
+        and 0 <= value <= MAX_BYTES else None
 
 
 @dataclass(frozen=True)
