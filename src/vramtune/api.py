@@ -22,7 +22,6 @@ import pandas as pd
 from vramtune.compat import require_trainable_stack
 from vramtune.errors import UserError, quoted
 from vramtune.inputs import (
-    MAX_NUM_TIMESTEPS,
     MAX_TRAINING_STEPS,
     Percent,
     Size,
@@ -68,12 +67,14 @@ from vramtune.tune.budgets import (
     CPU_NOTICE,
     Emission,
     Measurements,
+    before_the_long_run,
     choose_for_budget,
     merge_runs,
     run_objective,
     run_speed_margin,
 )
 from vramtune.tune.gate import DEFAULT_MAX_SPEED_DROP, BenchReport, Verdict
+from vramtune.tune.growth import check_run_length
 from vramtune.tune.ledger import Explanation, explain_run
 from vramtune.tune.options import SweepOptions, as_margin, sweep_flags
 from vramtune.tune.planner import Step
@@ -457,10 +458,13 @@ def emit_config(run_dirs: RunsArg | None = None, *,
                 gpu_mem: str | int | Sequence[str | int] | None = None,
                 objective: str | Objective | None = None, headroom: Percent = None,
                 format: str | ConfigFormat = ConfigFormat.BRAX, num_timesteps: int | None = None,
-                hydra_prefix: str = "ppo") -> tuple[Measurements, list[EmittedConfig]]:
+                hydra_prefix: str = "ppo", num_evals: int | None = None
+                ) -> tuple[Measurements, list[EmittedConfig]]:
     """Tuned configs from measured trials only, one per budget (None: the sweep's own cap),
     chosen with ``objective`` (None: the sweeps' own, else throughput). ``run_dirs`` None:
-    the run under ./vramtune-runs/ written last (``newest_run``).
+    the run under ./vramtune-runs/ written last (``newest_run``). With ``num_timesteps`` (and
+    ``num_evals``, written into the config when given), the run's peak at that length is
+    predicted (``emission.growth``) and a run that would cross the line is a notice.
     Pure: nothing is written; the CLI decides where the texts go."""
     if run_dirs is None:
         run_dirs = newest_run()
@@ -471,7 +475,7 @@ def emit_config(run_dirs: RunsArg | None = None, *,
     if not runs:
         raise UserError("emit_config needs at least one run directory")
     return _emit(runs, gpu_mem=gpu_mem, objective=objective, headroom=headroom, format=format,
-                 num_timesteps=num_timesteps, hydra_prefix=hydra_prefix)
+                 num_timesteps=num_timesteps, hydra_prefix=hydra_prefix, num_evals=num_evals)
 
 
 def expand_runs(paths: str | Path | Sequence[str | Path]) -> list[Path]:
@@ -499,22 +503,22 @@ def runs_by_card(runs: RunsArg) -> dict[str, list[Run]]:
 def emit_cards(runs: RunsArg, *, gpu_mem: str | int | Sequence[str | int] | None = None,
                objective: str | Objective | None = None, headroom: Percent = None,
                format: str | ConfigFormat = ConfigFormat.BRAX, num_timesteps: int | None = None,
-               hydra_prefix: str = "ppo"
+               hydra_prefix: str = "ppo", num_evals: int | None = None
                ) -> list[tuple[str, Measurements, list[EmittedConfig]]]:
     """Tuned configs per card from a mixed-cluster sweep's parent directory (or several run
     directories): each card's runs merged on their own, never across cards."""
     return [(card, *_emit(group, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
                           format=format, num_timesteps=num_timesteps,
-                          hydra_prefix=hydra_prefix))
+                          hydra_prefix=hydra_prefix, num_evals=num_evals))
             for card, group in runs_by_card(runs).items()]
 
 
 def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | None,
           objective: str | Objective | None, headroom: Percent, format: str | ConfigFormat,
-          num_timesteps: int | None, hydra_prefix: str
+          num_timesteps: int | None, hydra_prefix: str, num_evals: int | None = None
           ) -> tuple[Measurements, list[EmittedConfig]]:
     budgets = [None] if gpu_mem is None else as_budgets(gpu_mem)
-    check_int(num_timesteps, "--num-timesteps", 1, MAX_NUM_TIMESTEPS)
+    run_length = check_run_length(num_timesteps, num_evals)
     check_hydra_prefix(hydra_prefix, HYDRA_TOP_KEYS)
     fmt_ = required_choice(format, ConfigFormat, "format")
     source = merge_runs(runs)
@@ -523,10 +527,11 @@ def _emit(runs: Sequence[Run], *, gpu_mem: str | int | Sequence[str | int] | Non
     var = mem_fraction_var()
     out: list[EmittedConfig] = []
     for budget in budgets:
-        emission = choose_for_budget(source, budget, goal, as_fraction(headroom))
+        emission = before_the_long_run(
+            source, choose_for_budget(source, budget, goal, as_fraction(headroom)), run_length)
         text = None if emission.error else render(source, emission, fmt_, mem_fraction_var=var,
                                                   num_timesteps=num_timesteps,
-                                                  hydra_prefix=hydra_prefix)
+                                                  hydra_prefix=hydra_prefix, num_evals=num_evals)
         out.append(EmittedConfig(emission.budget_bytes, emission, text))
     return source, out
 
@@ -562,15 +567,22 @@ def choose_in_run(run: Run, *, headroom: Percent = None,
 
 
 def explain(run: str | Path | Run, *, num_envs: int | None = None,
-            headroom: Percent = None) -> Explanation:
+            headroom: Percent = None, num_timesteps: int | None = None,
+            num_evals: int | None = None) -> Explanation:
     """Where a saved sweep's memory goes: ``num_envs``' ledger (measured, else predicted; by
     default the sweep's pick), each role per env and fixed, and the largest num_envs predicted
-    for common cards at the sweep's headroom (or ``headroom``)."""
+    for common cards at the sweep's headroom (or ``headroom``). With ``num_timesteps`` (and
+    ``num_evals``, brax's default 1 when None), the run's peak at that length, predicted,
+    against the sweep's line (``Explanation.growth``, ``.warnings``)."""
+    run_length = check_run_length(num_timesteps, num_evals)
+    num_envs = check_num_envs(num_envs)
     run = run if isinstance(run, Run) else open_run(run)
     choice = choose_in_run(run, headroom=headroom)
     pick = choice.recommendation.chosen
-    return explain_run(run, check_num_envs(num_envs), choice.headroom_fraction,
-                       default_num_envs=pick.num_envs if pick else None)
+    return explain_run(run, num_envs, choice.headroom_fraction,
+                       default_num_envs=pick.num_envs if pick else None,
+                       run_length=run_length, line_bytes=choice.recommendation.limit_bytes)
+
 
 
 def bench(baseline: str | Path, profile: str | Path | Profile = "quick", *,

@@ -205,6 +205,11 @@ class TrialResult:
     # the peak the cap counts (data segment / pool) so far, before and after the epoch's compile
     ledger_peak_before_epoch_compile_bytes: int | None = None
     ledger_peak_after_epoch_compile_bytes: int | None = None
+    ledger_peak_before_eval_bytes: int | None = None  # around the first evaluation
+    ledger_peak_after_eval_bytes: int | None = None
+    # the epoch's scan: its length (training steps) and the outputs it stacks per step
+    ledger_epoch_steps: int | None = None
+    ledger_stacked_bytes_per_step: int | None = None
     ledger_error: str | None = None
     gpu_name: str | None = None
     gpu_driver: str | None = None

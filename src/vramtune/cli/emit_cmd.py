@@ -106,7 +106,13 @@ def emit_config(
         "-o", "--output", help="One budget: the file (default: stdout). Several: a directory, "
                                "or NAME.yaml for NAME-<budget>.yaml + NAME.md.")] = None,
     num_timesteps: Annotated[int | None, typer.Option(
-        "--num-timesteps", help="Training length to write into the config (not measured).")] = None,
+        "--num-timesteps", help="Training length to write into the config (not measured); "
+                                "the run's peak at that length is predicted, and a run that "
+                                "would cross the line is a notice.")] = None,
+    num_evals: Annotated[int | None, typer.Option(
+        "--num-evals", help="The run's num_evals, written into the config (default: not "
+                            "written; priced as brax's 1, the whole run one epoch).",
+        show_default=False)] = None,
     hydra_prefix: Annotated[str, typer.Option(
         help="Hydra: the config key the PPO settings live under.")] = "ppo",
     json_out: Annotated[bool, typer.Option(
@@ -130,11 +136,13 @@ def emit_config(
     if len(api.runs_by_card(runs)) > 1:
         _emit_cards(given, run_dirs, runs, gpu_mem=gpu_mem, objective=objective,
                     headroom=headroom, format_=format_, output=output,
-                    num_timesteps=num_timesteps, hydra_prefix=hydra_prefix, say=say,
+                    num_timesteps=num_timesteps, num_evals=num_evals,
+                    hydra_prefix=hydra_prefix, say=say,
                     json_warnings=warnings if json_out else None)
     source, configs = api.emit_config(runs, gpu_mem=gpu_mem, objective=objective,
                                       headroom=headroom, format=format_,
-                                      num_timesteps=num_timesteps, hydra_prefix=hydra_prefix)
+                                      num_timesteps=num_timesteps, hydra_prefix=hydra_prefix,
+                                      num_evals=num_evals)
     emissions = [c.emission for c in configs]
     files, table = _targets(source, emissions, format_, output)
     failed = False
@@ -191,7 +199,7 @@ def emit_config(
 def _emit_cards(given: list[Path], run_dirs: list[Path], runs: list[Run], *,
                 gpu_mem: str | None, objective: Objective | None, headroom: str | None,
                 format_: ConfigFormat, output: Path | None, num_timesteps: int | None,
-                hydra_prefix: str, say: Callable[[str], None] = _say,
+                hydra_prefix: str, num_evals: int | None = None, say: Callable[[str], None] = _say,
                 json_warnings: list[str] | None = None) -> None:
     """Runs of several cards (a mixed cluster's parent directory): one config per card and
     budget, and the per-card quick-reference table, in -o DIR or <first directory
@@ -199,7 +207,7 @@ def _emit_cards(given: list[Path], run_dirs: list[Path], runs: list[Run], *,
     ``json_warnings`` not None: print the JSON object (with these warnings), not the table."""
     cards = api.emit_cards(runs, gpu_mem=gpu_mem, objective=objective, headroom=headroom,
                            format=format_, num_timesteps=num_timesteps,
-                           hydra_prefix=hydra_prefix)
+                           hydra_prefix=hydra_prefix, num_evals=num_evals)
     if output is not None and paths.exists(output) and not paths.is_dir(output):
         raise UserError(f"-o {output}: several cards write several files, so -o must be a "
                         f"directory")

@@ -29,6 +29,13 @@ def explain(
         show_default=False)] = None,
     headroom: Annotated[str | None, typer.Option(help="Headroom for the cards' lines, e.g. "
                                                       "15% (default: the sweep's).")] = None,
+    num_timesteps: Annotated[int | None, typer.Option(
+        "--num-timesteps", help="The run you will launch: its peak at this length is "
+                                "predicted (brax's epochs stack their loss metrics), with a "
+                                "warning when it crosses the line.", show_default=False)] = None,
+    num_evals: Annotated[int | None, typer.Option(
+        "--num-evals", help="That run's num_evals (default: brax's 1, the whole run one "
+                            "epoch).", show_default=False)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON: every size's roles, "
                                                           "the fits, the cards.")] = False,
     wide: Wide = False,
@@ -39,7 +46,8 @@ def explain(
     run = api.open_run(run_dir)
     for warning in run.warnings:
         err_console.print(f"[yellow]warning:[/] {escape(warning)}")
-    expl = api.explain(run, num_envs=num_envs, headroom=headroom)
+    expl = api.explain(run, num_envs=num_envs, headroom=headroom, num_timesteps=num_timesteps,
+                       num_evals=num_evals)
     if json_out:
         typer.echo(json.dumps(explanation_json(expl), indent=2))
         return
@@ -52,6 +60,12 @@ def explain(
         console.print(f"phases: {escape(expl.phases)}")
     if expl.error:
         console.print(f"[yellow]not counted in full:[/] {escape(expl.error)}")
+    if expl.growth is not None:
+        console.print(f"run length: {escape(expl.growth.words())}")
+    elif num_timesteps is not None:
+        console.print("run length: priced at measured sizes only (this one was predicted)")
+    for warning in expl.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}")
     sizes = ", ".join(f"{s.num_envs:,}" for s in expl.sizes)
     console.print(rich_table(fits_table(expl.fits), title=f"per env and fixed, over {sizes} "
                                                           f"envs", wide=wide), crop=False)

@@ -487,6 +487,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                              bootstrap_on_timeout=bool(kwargs.get("bootstrap_on_timeout")),
                              computes_value=bool(kwargs.get("bootstrap_on_timeout"))
                              or kwargs.get("clipping_epsilon_value") is not None,
+                             # brax's scan: ceil(timesteps / (evals x step x resets)) steps
+                             epoch_steps=steps_per_epoch // resets,
                              peak_so_far=cap_figure)
         ledger.install(jax)
         emit(phase="compiling")

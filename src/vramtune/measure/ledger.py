@@ -22,6 +22,15 @@ extras (log-prob, raw action, distribution parameters: ppo/networks.py) and the 
 PPO asks for (truncation, episode_metrics, episode_done, time_out when bootstrapping on
 timeouts). It is part of the temporaries, never added to them.
 
+The epoch's length: brax's epoch scans ``num_training_steps_per_epoch`` training steps and
+stacks each step's loss metrics (``num_updates_per_batch x num_minibatches`` of each) before
+their mean, and XLA holds the stacked arrays over the whole epoch. A trial's epochs are a few
+steps; a user's run with brax's default ``num_evals=1`` is one epoch of the whole run. The
+stacked outputs per step are read from the epoch's jaxpr (its outermost scan: the outputs it
+stacks, divided by its length), so a run's length can be priced before it starts
+(``tune/growth.py``): at 2,002 steps against 2, XLA's temporaries grew by 2,000 x the
+jaxpr's 12,288 B to the byte (quick at 64 envs, 32 minibatches x 8 updates; jax 0.9.2).
+
 Figures are per process on a CPU (all its devices: one data segment) and per device on a GPU
 (the pool is per device): the epoch is pmapped over every device, the evaluation jitted on
 one, so its figures count once either way.
@@ -39,6 +48,7 @@ from vramtune.measure.intercept import wrap_named
 EPOCH_FUNCTION = "training_epoch"
 EVAL_FUNCTION = "generate_eval_unroll"
 STATE_EXTRAS = ("truncation", "episode_metrics", "episode_done")  # train.py training_step
+_MAX_JAXPR_DEPTH = 64  # nested calls walked for the epoch's scan (brax's is 2-3 deep)
 
 
 def tree_bytes(tree: Any, jax: Any) -> int:
@@ -71,6 +81,42 @@ def transition_bytes_per_env(env_state: Any, action_size: int, jax: Any, *,
     return obs * 2 + f32 * action_size + reward + done + policy_extras + state_extras
 
 
+def _sub_jaxprs(params: dict[str, Any]) -> list[Any]:
+    """The jaxprs an equation's parameters hold (a call's body, a loop's), open or closed."""
+    found = []
+    for value in params.values():
+        for item in value if isinstance(value, tuple | list) else (value,):
+            inner = getattr(item, "jaxpr", None)
+            if inner is not None and hasattr(inner, "eqns"):
+                found.append(inner)  # a ClosedJaxpr
+            elif hasattr(item, "eqns"):
+                found.append(item)
+    return found
+
+
+def outermost_scan(jaxpr: Any, depth: int = 0) -> Any | None:
+    """The first ``scan`` equation met walking down from the top (calls and maps entered):
+    in brax's epoch, the scan over its training steps, which holds every other scan."""
+    if depth > _MAX_JAXPR_DEPTH:
+        return None
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "scan":
+            return eqn
+        for inner in _sub_jaxprs(eqn.params):
+            found = outermost_scan(inner, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def stacked_bytes_per_step(scan: Any) -> tuple[int, int]:
+    """(the scan's length, the bytes it stacks per iteration): its outputs past the carry."""
+    length = int(scan.params["length"])
+    stacked = scan.outvars[int(scan.params["num_carry"]):]
+    total = sum(math.prod(v.aval.shape) * v.aval.dtype.itemsize for v in stacked)
+    return length, -(-int(total) // max(length, 1))
+
+
 class LedgerWatch:
     """Counts the roles at the first call of the epoch and of the evaluation (``install``
     before brax's ``train`` runs: brax looks ``jax.pmap``/``jax.jit`` up when it trains)."""
@@ -78,11 +124,13 @@ class LedgerWatch:
     def __init__(self, *, num_envs: int, batch_size: int, num_minibatches: int,
                  unroll_length: int, action_size: int | None, on_gpu: bool, devices: int,
                  bootstrap_on_timeout: bool, computes_value: bool = False,
+                 epoch_steps: int | None = None,
                  peak_so_far: Callable[[], int | None] | None = None) -> None:
         self.num_envs, self.batch_size, self.num_minibatches = num_envs, batch_size, num_minibatches
         self.unroll_length, self.action_size = unroll_length, action_size
         self.on_gpu, self.devices, self.bootstrap = on_gpu, max(devices, 1), bootstrap_on_timeout
         self.computes_value = computes_value
+        self.epoch_steps = epoch_steps  # brax's num_training_steps_per_epoch in this trial
         self.peak_so_far = peak_so_far  # the figure the cap counts, its peak until now
         self.figures: dict[str, int] = {}
         self.error: str | None = None
@@ -102,10 +150,14 @@ class LedgerWatch:
         def wrap(which: str, staged: Any) -> Any:
             @functools.wraps(staged)
             def first_call(*call_args: Any, **call_kwargs: Any) -> Any:
-                if which not in watch._seen:
-                    watch._seen.add(which)
-                    watch._count(jax, which, staged, call_args, call_kwargs)
-                return staged(*call_args, **call_kwargs)
+                if which in watch._seen:
+                    return staged(*call_args, **call_kwargs)
+                watch._seen.add(which)
+                watch._count(jax, which, staged, call_args, call_kwargs)
+                out = staged(*call_args, **call_kwargs)
+                if which == EVAL_FUNCTION:  # brax reads the metrics at once: no wait added
+                    watch._after_eval(jax, out)
+                return out
             return first_call
 
         wrap_named(jax, (EPOCH_FUNCTION, EVAL_FUNCTION), wrap)
@@ -116,7 +168,9 @@ class LedgerWatch:
         try:
             if which == EPOCH_FUNCTION:
                 self._count_epoch(jax, args)
-            else:  # the eval envs' state, and the copy of the policy params it is given:
+            else:
+                self._phase("ledger_peak_before_eval_bytes")
+                # the eval envs' state, and the copy of the policy params it is given:
                 # jitted on one device (brax's Evaluator), so neither scaled nor multiplied
                 self.figures["ledger_eval_state_bytes"] = (tree_bytes(args[0], jax)
                                                            + tree_bytes(args[1:2], jax))
@@ -131,10 +185,33 @@ class LedgerWatch:
                 outputs = int(analysis.output_size_in_bytes) - int(analysis.alias_size_in_bytes)
                 self.figures["ledger_epoch_outputs_bytes"] = self._xla(max(outputs, 0))
                 self.figures["ledger_epoch_temp_bytes"] = self._xla(temp)
+                self._count_stacked(jax, staged, args, kwargs)
             else:
                 self.figures["ledger_eval_temp_bytes"] = temp
         except Exception as exc:  # noqa: BLE001 - a missing figure, never a lost trial
             self.error = f"{which}: {type(exc).__name__}: {str(exc)[:200]}"
+
+    def _count_stacked(self, jax: Any, staged: Any, args: tuple, kwargs: dict) -> None:
+        """The epoch's stacked outputs per training step, from its jaxpr (a trace, no
+        compile); only when the outermost scan is the epoch's (its length is the trial's)."""
+        scan = outermost_scan(jax.make_jaxpr(staged)(*args, **kwargs).jaxpr)
+        if scan is None:
+            self.error = f"{EPOCH_FUNCTION}: no scan over training steps in its jaxpr"
+            return
+        length, per_step = stacked_bytes_per_step(scan)
+        if self.epoch_steps is not None and length != self.epoch_steps:
+            self.error = (f"{EPOCH_FUNCTION}: its outermost scan is {length} long, not the "
+                          f"{self.epoch_steps} training steps of an epoch")
+            return
+        self.figures["ledger_epoch_steps"] = length
+        self.figures["ledger_stacked_bytes_per_step"] = self._xla(per_step)
+
+    def _after_eval(self, jax: Any, out: Any) -> None:
+        try:
+            jax.block_until_ready(out)
+            self._phase("ledger_peak_after_eval_bytes")
+        except Exception as exc:  # noqa: BLE001 - brax's own read of it raises the same
+            self.error = self.error or f"{EVAL_FUNCTION}: {type(exc).__name__}: {str(exc)[:200]}"
 
     def _phase(self, field: str) -> None:
         value = self.peak_so_far() if self.peak_so_far is not None else None

@@ -26,6 +26,8 @@ from vramtune.results.frame import one_per_size
 from vramtune.results.store import Run
 from vramtune.tune import model as mm
 from vramtune.tune.boundary import PROOF_RUNS, fits, model_figure_bytes, proof_rooms_bytes, uses_pool
+from vramtune.tune.growth import Growth
+from vramtune.tune.ledger import before_the_run
 from vramtune.tune.planner import SearchSpace, candidates, keeps_base_unrolls
 from vramtune.tune.recommend import Recommendation, choose
 from vramtune.tune.speed import DEFAULT_MARGIN
@@ -107,6 +109,7 @@ class Emission:
     # one record per num_envs as this budget sees them (``speaking_for``): another sweep's
     # failures under less memory than this budget's line are not among them
     sizes: tuple[TrialResult, ...] = ()
+    growth: Growth | None = None  # the configured run's length priced, when one was given
 
     @property
     def chosen(self) -> TrialResult | None:
@@ -226,6 +229,22 @@ def _largest_cap(source: Measurements) -> tuple[bool, int | None]:
     caps = [r.budget_bytes for r in source.every_result or source.results] or list(
         source.sweep_budget_bytes)
     return any(c is None for c in caps), max((c for c in caps if c is not None), default=None)
+
+
+def before_the_long_run(source: Measurements, emission: Emission,
+                        run_length: tuple[int, int] | None) -> Emission:
+    """``emission`` with what to know before the long run: the configured run's peak at its
+    length (``growth``; ``run_length`` is (num_timesteps, num_evals), None: not priced) and a
+    notice when that crosses the line or the evaluation holds more than the training."""
+    chosen = emission.chosen
+    if chosen is None:
+        return emission
+    growth, evaluation = before_the_run(source.every_result or source.results, chosen.num_envs,
+                                        source.profile, run_length,
+                                        emission.recommendation.limit_bytes)
+    said = (growth.warning() if growth else None, evaluation.warning() if evaluation else None)
+    return replace(emission, growth=growth,
+                   notices=emission.notices + tuple(w for w in said if w))
 
 
 def choose_for_budget(source: Measurements, budget_bytes: int | None,

@@ -27,8 +27,9 @@ from vramtune.errors import UserError
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import Run
 from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS
+from vramtune.tune.growth import EvalShare, Growth, eval_share, predict_growth
 from vramtune.units import format_bytes
-from vramtune.workload.profile import profile_from_dict
+from vramtune.workload.profile import Profile, profile_from_dict
 from vramtune.workload.rules import nearest_valid
 
 # (record field, what the role is), in the order a ledger is shown
@@ -80,6 +81,9 @@ class SizeLedger:
     before_compile_bytes: int | None = None
     after_compile_bytes: int | None = None
     error: str | None = None  # why a part was not counted, as the trial child said
+    # the peak as it stood before and after the first evaluation (its compile and run)
+    before_eval_bytes: int | None = None
+    after_eval_bytes: int | None = None
 
     def figures(self) -> dict[str, int | None]:
         """field -> bytes, with the unexplained part, the peak and what a card must hold."""
@@ -91,6 +95,8 @@ class SizeLedger:
         out["card_peak_bytes"] = self.card_peak_bytes
         out["peak_before_epoch_compile_bytes"] = self.before_compile_bytes
         out["peak_after_epoch_compile_bytes"] = self.after_compile_bytes
+        out["peak_before_eval_bytes"] = self.before_eval_bytes
+        out["peak_after_eval_bytes"] = self.after_eval_bytes
         return out
 
     @property
@@ -104,8 +110,16 @@ class SizeLedger:
         if self.before_compile_bytes is None or self.after_compile_bytes is None \
                 or self.peak_bytes is None:
             return None
-        return (f"the {self.peak_label} peak stood at {format_bytes(self.before_compile_bytes)} "
-                f"before the epoch's compile (imports, env, init, first evaluation), "
+        evaluation = ""
+        if self.before_eval_bytes is not None and self.after_eval_bytes is not None:
+            evaluation = (f"{format_bytes(self.before_eval_bytes)} before the first evaluation "
+                          f"(imports, env, init), {format_bytes(self.after_eval_bytes)} after "
+                          f"its compile and run, ")
+            before = "before the epoch's compile"
+        else:
+            before = "before the epoch's compile (imports, env, init, first evaluation)"
+        return (f"the {self.peak_label} peak stood at {evaluation}"
+                f"{format_bytes(self.before_compile_bytes)} {before}, "
                 f"{format_bytes(self.after_compile_bytes)} after it, "
                 f"{format_bytes(self.peak_bytes)} at the end of training")
 
@@ -172,7 +186,9 @@ def size_ledger(result: TrialResult) -> SizeLedger:
                       result.cap_figure_words or "peak", parts, unexplained, outside, card,
                       before_compile_bytes=_plausible(result.ledger_peak_before_epoch_compile_bytes),
                       after_compile_bytes=_plausible(result.ledger_peak_after_epoch_compile_bytes),
-                      error=result.ledger_error)
+                      error=result.ledger_error,
+                      before_eval_bytes=_plausible(result.ledger_peak_before_eval_bytes),
+                      after_eval_bytes=_plausible(result.ledger_peak_after_eval_bytes))
 
 
 def ledgers(results: Sequence[TrialResult]) -> list[SizeLedger]:
@@ -290,6 +306,16 @@ class Explanation:
     sizes: tuple[SizeLedger, ...]
     fits: tuple[RoleFit, ...]
     cards: tuple[CardPrediction, ...]
+    # the run's length priced (measured sizes; None: no num_timesteps given)
+    growth: Growth | None = None
+    evaluation: EvalShare | None = None  # the evaluation against training at the size shown
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What to change before the long run: a run whose epochs will not fit, an
+        evaluation holding more than the training."""
+        said = [w.warning() for w in (self.growth, self.evaluation) if w is not None]
+        return tuple(w for w in said if w)
 
     @property
     def memory_words(self) -> str:
@@ -325,12 +351,27 @@ def predicted_lines(fits: tuple[RoleFit, ...], num_envs: int
     return tuple(lines), peak
 
 
+def before_the_run(results: Sequence[TrialResult], num_envs: int, profile: Profile,
+                   run_length: tuple[int, int] | None, line_bytes: int | None
+                   ) -> tuple[Growth | None, EvalShare | None]:
+    """At a measured size: the run's peak at ``run_length`` (num_timesteps, num_evals; None:
+    not priced) and the evaluation against training (its ledger's search trial)."""
+    growth = (None if run_length is None else
+              predict_growth(results, num_envs, profile, *run_length, line_bytes))
+    row = next((s for s in ledgers(results) if s.num_envs == num_envs), None)
+    return growth, None if row is None else eval_share(row.figures(), num_envs, profile)
+
+
 def explain_run(run: Run, num_envs: int | None, headroom_fraction: float, *,
                 default_num_envs: int | None = None,
-                cards_gb: Sequence[int] = CARD_GB) -> Explanation:
+                cards_gb: Sequence[int] = CARD_GB,
+                run_length: tuple[int, int] | None = None,
+                line_bytes: int | None = None) -> Explanation:
     """A saved sweep's ledger: ``num_envs`` (measured, else predicted from the fits; None:
     ``default_num_envs``, the sweep's pick, else the largest size with a ledger), every size,
-    the fits, the cards. A UserError when no trial counted a ledger (a run from before it)."""
+    the fits, the cards; with ``run_length`` (num_timesteps, num_evals), the run's peak at
+    that length against ``line_bytes`` (measured sizes only: a predicted size's runs are not
+    there to add to). A UserError when no trial counted a ledger (a run from before it)."""
     sizes = ledgers(run.results)
     if not sizes:
         errors = _ledger_errors(run.results)
@@ -358,10 +399,11 @@ def explain_run(run: Run, num_envs: int | None, headroom_fraction: float, *,
         raise UserError(f"--num-envs {num_envs} breaks Brax's batch rule with this profile "
                         f"(nearest valid: {below or 'none'} below, {above or 'none'} above)")
     backend = "gpu" if any(r.is_gpu for r in run.results) else "cpu"
-    phases = error = None
+    phases = error = growth = evaluation = None
     if n in by_size:
         shown, peak, predicted = shown_lines(by_size[n]), by_size[n].peak_bytes, False
         phases, error = by_size[n].phases_words(), by_size[n].error
+        growth, evaluation = before_the_run(run.results, n, profile, run_length, line_bytes)
     else:
         if len(sizes) < 2:
             raise UserError(f"{n} envs was not measured, and one measured size "
@@ -369,4 +411,5 @@ def explain_run(run: Run, num_envs: int | None, headroom_fraction: float, *,
         shown, peak = predicted_lines(fits, n)
         predicted = True
     return Explanation(str(run.directory), run.header.profile_name, backend, headroom_fraction,
-                       n, predicted, shown, peak, phases, error, tuple(sizes), fits, cards)
+                       n, predicted, shown, peak, phases, error, tuple(sizes), fits, cards,
+                       growth, evaluation)

@@ -42,8 +42,8 @@ class ConfigFormat(StrEnum):
 
 # --- what goes into the files -------------------------------------------------------------
 
-def ppo_kwargs(profile: Profile, chosen: TrialResult, num_timesteps: int | None = None
-               ) -> dict[str, Any]:
+def ppo_kwargs(profile: Profile, chosen: TrialResult, num_timesteps: int | None = None,
+               num_evals: int | None = None) -> dict[str, Any]:
     """The ppo.train keyword arguments, tuned values first, as measured."""
     kwargs: dict[str, Any] = {"num_envs": chosen.num_envs,
                               "batch_size": chosen.batch_size or profile.batch_size,
@@ -51,6 +51,8 @@ def ppo_kwargs(profile: Profile, chosen: TrialResult, num_timesteps: int | None 
                               "unroll_length": chosen.unroll_length or profile.unroll_length}
     if num_timesteps is not None:
         kwargs["num_timesteps"] = num_timesteps
+    if num_evals is not None:  # the run's epochs were priced with it
+        kwargs["num_evals"] = num_evals
     for key, value in profile.ppo.items():
         kwargs.setdefault(key, value)
     kwargs["episode_length"] = profile.episode_length
@@ -134,6 +136,8 @@ def header_comments(source: Measurements, emission: Emission, fmt_: ConfigFormat
              f"excluded), "
              f"compile {fmt.seconds(chosen.compile_s)}"]
     lines += ledger_comment(source.every_result or source.results)
+    if emission.growth is not None:
+        lines.append(f"run length: {emission.growth.words()}")
     for extra in (emission.recommendation.speed_line,
                   emission.recommendation.confirm_speed_line):
         if extra:
@@ -231,13 +235,13 @@ def hydra_overrides(emission: Emission, prefix: str = "ppo") -> str:
 
 def render(source: Measurements, emission: Emission, fmt_: ConfigFormat = ConfigFormat.BRAX, *,
            mem_fraction_var: str, num_timesteps: int | None = None,
-           hydra_prefix: str = "ppo") -> str:
+           hydra_prefix: str = "ppo", num_evals: int | None = None) -> str:
     """One YAML file, comments first (with the measured figures and where they came from)."""
     chosen = emission.chosen
     if chosen is None:
         raise UserError(emission.error or "nothing to emit")
     profile = source.profile
-    kwargs = ppo_kwargs(profile, chosen, num_timesteps)
+    kwargs = ppo_kwargs(profile, chosen, num_timesteps, num_evals)
     network = network_kwargs(profile)
     env, env_notes = xla_env(source, emission, mem_fraction_var)
     comments = header_comments(source, emission, fmt_)

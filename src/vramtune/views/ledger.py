@@ -87,4 +87,10 @@ def explanation_json(expl: Explanation) -> dict[str, Any]:
                   for s in expl.sizes],
         "fits": [asdict(f) for f in expl.fits],
         "cards_predicted": [asdict(c) for c in expl.cards],
+        # the run's length priced: its peak is predicted, never measured
+        "growth": None if expl.growth is None else {**asdict(expl.growth),
+                                                    "crosses": expl.growth.crosses},
+        "evaluation": None if expl.evaluation is None else {
+            **asdict(expl.evaluation), "dominates": expl.evaluation.dominates},
+        "warnings": list(expl.warnings),
     }

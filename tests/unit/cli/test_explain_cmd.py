@@ -61,3 +61,49 @@ def test_a_run_without_a_ledger_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no trial in this run counted" in err[0], err
     assert app.main(["explain", str(tmp_path / "missing")]) == 2
+
+
+@pytest.fixture
+def long_run(tmp_path):
+    """A sweep at 1.3 GB whose measured size's epochs stack 12 KiB per training step."""
+    from tests.unit.tune.test_growth import run_of
+
+    quick = load_profile("quick")
+    header = RunHeader("quick", quick.hash, quick.to_dict(), int(1.3e9), 0.1, {}, {})
+    create_run(tmp_path / "long", header).release()
+    append_result(tmp_path / "long", run_of(64, steps_per_s=1_000.0))
+    return tmp_path / "long"
+
+
+def test_a_run_that_would_cross_the_line_is_warned_before_it_starts(long_run, capsys):
+    assert app.main(["explain", str(long_run), "--num-timesteps", str(10**9)]) == 0
+    captured = capsys.readouterr()
+    out, err = " ".join(captured.out.split()), " ".join(captured.err.split())
+    assert "epochs of 195,313 training steps" in out and "(predicted) over the line" in out
+    assert "warning: 64 envs: the run as configured will not fit" in err
+    assert app.main(["explain", str(long_run), "--num-timesteps", str(10**9), "--num-evals",
+                     "1000", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["growth"]["run_epoch_steps"] == 196 and data["growth"]["crosses"] is False
+    assert data["warnings"] == [] and data["evaluation"]["dominates"] is False
+
+
+@pytest.mark.parametrize("args", [["--num-evals", "3"], ["--num-timesteps", "0"],
+                                  ["--num-timesteps", "100", "--num-evals", "0"]])
+def test_bad_run_lengths_are_one_line(long_run, capsys, args):
+    assert app.main(["explain", str(long_run), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("vramtune: error:"), err
+
+
+def test_emit_config_prices_the_run_it_writes(long_run, capsys):
+    assert app.main(["emit-config", str(long_run), "--objective", "max-envs", "--gpu-mem",
+                     "1.3GB", "--num-timesteps", str(10**9)]) == 0
+    captured = capsys.readouterr()
+    assert "the run as configured will not fit" in captured.err + captured.out
+    assert "# NOTICE: 64 envs: the run as configured will not fit" in captured.out
+    assert "# run length: num_timesteps=1,000,000,000, num_evals=1" in captured.out
+    assert app.main(["emit-config", str(long_run), "--objective", "max-envs", "--gpu-mem",
+                     "1.3GB", "--num-timesteps", str(10**9), "--num-evals", "1000"]) == 0
+    text = capsys.readouterr().out
+    assert "will not fit" not in text and "num_evals: 1000" in text

@@ -24,11 +24,11 @@ class State(NamedTuple):  # a batched env state: obs, reward, done, info
     info: dict
 
 
-def _watch() -> LedgerWatch:
+def _watch(epoch_steps: int | None = 3) -> LedgerWatch:
     peaks = iter([100, 150])  # the peak so far, read before and after the epoch's compile
     return LedgerWatch(num_envs=8, batch_size=8, num_minibatches=2, unroll_length=5,
                        action_size=3, on_gpu=False, devices=1, bootstrap_on_timeout=False,
-                       peak_so_far=lambda: next(peaks))
+                       epoch_steps=epoch_steps, peak_so_far=lambda: next(peaks))
 
 
 def test_the_roles_are_counted_from_the_first_call_s_arguments_without_a_second_compile():
@@ -42,7 +42,11 @@ def test_the_roles_are_counted_from_the_first_call_s_arguments_without_a_second_
         watch.install(jax)
 
         def training_epoch(ts, state, key):
-            return ts._replace(env_steps=ts.env_steps + 1), state, jnp.sum(state.obs)
+            def step(steps, _):  # brax's scan over training steps, stacking its metrics
+                return steps + 1, (jnp.ones((2, 4)) * steps, jnp.float32(1))
+            steps, (metrics, other) = jax.lax.scan(step, ts.env_steps, (), length=3)
+            return (ts._replace(env_steps=steps), state,
+                    jnp.sum(state.obs) + jnp.mean(metrics) + jnp.mean(other))
 
         epoch = jax.pmap(training_epoch)
         ts = TrainingState(jnp.zeros((1, 20)), jnp.zeros((1, 10)), jnp.zeros((1, 2)),
@@ -71,6 +75,47 @@ def test_the_roles_are_counted_from_the_first_call_s_arguments_without_a_second_
     assert f["ledger_epoch_temp_bytes"] >= 0 and f["ledger_epoch_outputs_bytes"] >= 0
     assert (f["ledger_peak_before_epoch_compile_bytes"],
             f["ledger_peak_after_epoch_compile_bytes"]) == (100, 150)
+    # the scan's length, and what it stacks per step: 2 x 4 float32 and one float32
+    assert (f["ledger_epoch_steps"], f["ledger_stacked_bytes_per_step"]) == (3, 36)
+
+
+def test_a_scan_of_another_length_than_the_epoch_s_is_not_taken_for_it():
+    watch = _watch(epoch_steps=5)
+    saved = jax.jit, jax.pmap
+    try:
+        watch.install(jax)
+
+        def training_epoch(ts, state, key):
+            steps, _ = jax.lax.scan(lambda c, _: (c + 1, c), ts, (), length=3)
+            return steps, state, key
+
+        state = State(jnp.zeros((8, 4)), jnp.zeros(8), jnp.zeros(8), {})
+        jax.jit(training_epoch)(jnp.int32(0), state, jnp.zeros(2, jnp.uint32))
+    finally:
+        jax.jit, jax.pmap = saved
+    assert "ledger_stacked_bytes_per_step" not in watch.fields()
+    assert watch.error is not None and "3 long, not the 5" in watch.error
+
+
+def test_the_evaluation_s_phase_is_read_around_its_first_call():
+    peaks = iter([10, 20])
+    watch = LedgerWatch(num_envs=8, batch_size=8, num_minibatches=2, unroll_length=5,
+                        action_size=3, on_gpu=False, devices=1, bootstrap_on_timeout=False,
+                        peak_so_far=lambda: next(peaks))
+    saved = jax.jit, jax.pmap
+    try:
+        watch.install(jax)
+
+        def generate_eval_unroll(state, params, key):
+            return state * jnp.sum(params)
+
+        out = jax.jit(generate_eval_unroll)(jnp.ones(8), jnp.ones(3), jnp.zeros(2, jnp.uint32))
+        assert float(out[0]) == 3.0
+    finally:
+        jax.jit, jax.pmap = saved
+    f = watch.fields()
+    assert (f["ledger_peak_before_eval_bytes"], f["ledger_peak_after_eval_bytes"]) == (10, 20)
+    assert f["ledger_eval_state_bytes"] == 8 * 4 + 3 * 4
 
 
 def test_a_call_it_cannot_count_leaves_the_training_alone_and_says_why():

@@ -1,0 +1,206 @@
+"""Growth over a run: what the user's configured run holds that its trials did not, priced
+before the run starts, and an evaluation that holds more than the training.
+
+On the device, brax's PPO holds what num_envs and the batch settings fix, with one exception:
+the epoch's stacked outputs. ``training_epoch`` scans ``num_training_steps_per_epoch``
+training steps and stacks each step's loss metrics before their mean, and XLA holds the stack
+over the whole epoch. A trial's epochs are a few steps (``measure/wire.py``); a run's are
+``ceil(num_timesteps / (max(num_evals - 1, 1) x env steps per training step x
+max(num_resets_per_eval, 1)))`` (brax/training/agents/ppo/train.py), and brax's default
+``num_evals=1`` makes the whole run one epoch. The trial reads the bytes per step from the
+epoch's jaxpr (``measure/ledger.py``); a run's peak is predicted as each measured run's peak
+plus those bytes times the steps the run's epoch has past that run's (the highest such
+figure; labelled predicted).
+
+Nothing else grows with a run: each evaluation runs the same num_eval_envs for the same
+episode_length (the trials ran it, so it is in the measured peak), brax's metric logger keeps
+bounded deques on the host, and PPO has no replay buffer. A trial ends only once its peak
+holds steady over its last intervals; one that did not says so (``memory_steady``).
+
+The evaluation is flagged when it holds more than what num_envs pays for in training: its
+state and temporaries (num_eval_envs envs over an episode) against the env state, the
+epoch's temporaries and its outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vramtune.errors import UserError
+from vramtune.inputs import MAX_NUM_TIMESTEPS, check_int
+from vramtune.records import Status, TrialResult
+from vramtune.schema import MAX_BYTES
+from vramtune.units import format_bytes
+from vramtune.workload.profile import Profile
+
+BRAX_NUM_EVALS = 1  # ppo.train's default: the whole run is one epoch
+BRAX_NUM_EVAL_ENVS = 128  # ppo.train's default
+MAX_NUM_EVALS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Growth:
+    """A configured run's epochs against its trials': the bytes their extra steps stack, and
+    the peak predicted at that length (never measured)."""
+
+    num_envs: int
+    num_timesteps: int
+    num_evals: int
+    run_epoch_steps: int  # training steps in each of the run's epochs
+    trial_epoch_steps: int | None  # the measured run's (None: not read)
+    stacked_bytes_per_step: int | None  # what one step stacks (None: not read)
+    growth_bytes: int | None  # what the run's epochs stack past the measured run's
+    measured_peak_bytes: int | None  # the run it is added to: the highest prediction's
+    predicted_peak_bytes: int | None
+    line_bytes: int | None  # the line the peak must stay under (None: uncapped)
+    fewest_evals: int | None = None  # the smallest num_evals that keeps it under the line
+
+    @property
+    def crosses(self) -> bool:
+        return (self.predicted_peak_bytes is not None and self.line_bytes is not None
+                and self.predicted_peak_bytes > self.line_bytes)
+
+    def words(self) -> str:
+        """One line: the run's epoch, what it stacks, the predicted peak against the line."""
+        run = (f"num_timesteps={self.num_timesteps:,}, num_evals={self.num_evals}: epochs of "
+               f"{self.run_epoch_steps:,} training steps")
+        if self.growth_bytes is None or self.predicted_peak_bytes is None:
+            return f"{run}; what they stack per step was not read (a run from before it)"
+        line = ("" if self.line_bytes is None else
+                f" {'over' if self.crosses else 'under'} the line of "
+                f"{format_bytes(self.line_bytes)}")
+        return (f"{run} stack {format_bytes(self.stacked_bytes_per_step)} per step (brax's "
+                f"loss metrics, held over the epoch): +{format_bytes(self.growth_bytes)} over "
+                f"the trial's {self.trial_epoch_steps}-step epochs, a peak of "
+                f"{format_bytes(self.predicted_peak_bytes)} (predicted){line}")
+
+    def warning(self) -> str | None:
+        if not self.crosses:
+            return None
+        fix = (f"set num_evals to at least {self.fewest_evals:,} (shorter epochs)"
+               if self.fewest_evals is not None else "shorten the run's epochs (num_evals)")
+        return (f"{self.num_envs} envs: the run as configured will not fit: its epochs of "
+                f"{self.run_epoch_steps:,} training steps hold "
+                f"+{format_bytes(self.growth_bytes)} of brax's loss metrics, a peak of "
+                f"{format_bytes(self.predicted_peak_bytes)} (predicted) over the line of "
+                f"{format_bytes(self.line_bytes)}; {fix}, or pick fewer envs")
+
+
+@dataclass(frozen=True)
+class EvalShare:
+    """What the evaluation holds against what training's num_envs pays for, at one size."""
+
+    num_envs: int
+    num_eval_envs: int
+    eval_bytes: int  # the eval envs' state, the params copy, the evaluation's temporaries
+    training_bytes: int  # env state, the epoch's temporaries and outputs
+
+    @property
+    def dominates(self) -> bool:
+        return self.eval_bytes > self.training_bytes
+
+    def warning(self) -> str | None:
+        if not self.dominates:
+            return None
+        return (f"the evaluation holds {format_bytes(self.eval_bytes)} (num_eval_envs="
+                f"{self.num_eval_envs:,} envs over an episode), more than {self.num_envs:,} "
+                f"envs of training ({format_bytes(self.training_bytes)}): lower num_eval_envs "
+                f"to leave that room to training")
+
+
+def check_run_length(num_timesteps: int | None, num_evals: int | None
+                     ) -> tuple[int, int] | None:
+    """(num_timesteps, num_evals) of the run to price, or None; num_evals alone is refused."""
+    check_int(num_timesteps, "--num-timesteps", 1, MAX_NUM_TIMESTEPS)
+    check_int(num_evals, "--num-evals", 1, MAX_NUM_EVALS)
+    if num_timesteps is None:
+        if num_evals is not None:
+            raise UserError("--num-evals prices a run's length: give --num-timesteps too")
+        return None
+    return num_timesteps, BRAX_NUM_EVALS if num_evals is None else num_evals
+
+
+def _bytes(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) \
+        and 0 <= value <= MAX_BYTES else None
+
+
+def _steps(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) \
+        and 1 <= value <= MAX_BYTES else None
+
+
+def env_steps_per_training_step(result: TrialResult, profile: Profile) -> int:
+    """brax's env_step_per_training_step for the batch settings the trial ran."""
+    return ((result.batch_size or profile.batch_size)
+            * (result.num_minibatches or profile.num_minibatches)
+            * (result.unroll_length or profile.unroll_length) * profile.action_repeat)
+
+
+def run_epoch_steps(num_timesteps: int, num_evals: int, per_training_step: int,
+                    resets: int) -> int:
+    """brax's num_training_steps_per_epoch for a run of this length (train.py)."""
+    return math.ceil(num_timesteps / (max(num_evals - 1, 1) * max(per_training_step, 1)
+                                      * max(resets, 1)))
+
+
+def _resets(profile: Profile) -> int:
+    return max(int(profile.ppo.get("num_resets_per_eval") or 0), 1)
+
+
+def predict_growth(results: Sequence[TrialResult], num_envs: int, profile: Profile,
+                   num_timesteps: int, num_evals: int, line_bytes: int | None) -> Growth | None:
+    """The run's peak at ``num_timesteps`` and ``num_evals`` for a measured size: over the
+    size's ok runs that read their epoch, the highest of peak + per step x the steps the
+    run's epoch has past theirs. None when the size has no ok run."""
+    runs = [r for r in results if r.num_envs == num_envs and r.status is Status.OK]
+    if not runs:
+        return None
+    per_step_of = env_steps_per_training_step(runs[0], profile)
+    run_steps = run_epoch_steps(num_timesteps, num_evals, per_step_of, _resets(profile))
+    best: tuple[int, int, int, int, int] | None = None  # predicted, peak, growth, steps, per
+    for r in runs:
+        per, steps, peak = (_bytes(r.ledger_stacked_bytes_per_step),
+                            _steps(r.ledger_epoch_steps), _bytes(r.line_figure_bytes))
+        if per is None or steps is None or peak is None:
+            continue
+        grown = per * max(run_steps - steps, 0)
+        if best is None or peak + grown > best[0]:
+            best = (peak + grown, peak, grown, steps, per)
+    if best is None:
+        return Growth(num_envs, num_timesteps, num_evals, run_steps, None, None, None, None,
+                      None, line_bytes)
+    predicted, peak, grown, steps, per = best
+    fewest = None
+    if line_bytes is not None and predicted > line_bytes and per > 0:
+        fewest = _fewest_evals(num_timesteps, per_step_of, _resets(profile),
+                               (line_bytes - peak) // per + steps)
+    return Growth(num_envs, num_timesteps, num_evals, run_steps, steps, per, grown, peak,
+                  predicted, line_bytes, fewest)
+
+
+def _fewest_evals(num_timesteps: int, per_training_step: int, resets: int,
+                  most_steps: int) -> int | None:
+    """The smallest num_evals whose epochs are at most ``most_steps`` long (None: none is)."""
+    if most_steps < 1:
+        return None
+    evals_after_init = math.ceil(num_timesteps / (most_steps * per_training_step * resets))
+    evals = max(evals_after_init + 1, 2)
+    return evals if evals <= MAX_NUM_EVALS else None
+
+
+def eval_share(figures: dict[str, int | None], num_envs: int, profile: Profile
+               ) -> EvalShare | None:
+    """The evaluation against training at one size (a SizeLedger's figures); None when
+    either side was not counted (no evaluation ran)."""
+    eval_state, eval_temp = figures.get("ledger_eval_state_bytes"), \
+        figures.get("ledger_eval_temp_bytes")
+    training = [figures.get(f) for f in ("ledger_env_state_bytes", "ledger_epoch_temp_bytes",
+                                         "ledger_epoch_outputs_bytes")]
+    if eval_state is None or eval_temp is None or None in training:
+        return None
+    eval_envs = int(profile.ppo.get("num_eval_envs") or BRAX_NUM_EVAL_ENVS)
+    return EvalShare(num_envs, eval_envs, eval_state + eval_temp,
+                     sum(training))  # type: ignore[arg-type]
