@@ -584,7 +584,6 @@ def explain(run: str | Path | Run, *, num_envs: int | None = None,
                        run_length=run_length, line_bytes=choice.recommendation.limit_bytes)
 
 
-
 def bench(baseline: str | Path, profile: str | Path | Profile = "quick", *,
           sizes: str | Sequence[int] = "64,256", repeat: int = 3, save: bool = False,
           force: bool = False, max_mem_increase: Percent = "5%", max_speed_drop: Percent = "10%",

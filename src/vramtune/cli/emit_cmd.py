@@ -49,7 +49,10 @@ def _record(config: api.EmittedConfig, file: Path | None, overrides: str | None,
             "file": str(file) if file is not None and config.text is not None else None,
             "text": config.text, "hydra_overrides": overrides, "error": e.error,
             "notices": list(e.notices), "optimisation_change": e.optimisation_change,
-            "predicted": dataclasses.asdict(e.predicted) if e.predicted else None}
+            "predicted": dataclasses.asdict(e.predicted) if e.predicted else None,
+            # the run's length priced (--num-timesteps): its peak is predicted, never measured
+            "growth": ({**dataclasses.asdict(e.growth), "crosses": e.growth.crosses}
+                       if e.growth else None)}
 
 
 def _targets(source: Measurements, emissions: list[Emission], fmt_: ConfigFormat, output: Path | None

@@ -168,6 +168,7 @@ class LedgerWatch:
         try:
             if which == EPOCH_FUNCTION:
                 self._count_epoch(jax, args)
+                self._count_stacked(jax, staged, args, kwargs)
             else:
                 self._phase("ledger_peak_before_eval_bytes")
                 # the eval envs' state, and the copy of the policy params it is given:
@@ -185,23 +186,32 @@ class LedgerWatch:
                 outputs = int(analysis.output_size_in_bytes) - int(analysis.alias_size_in_bytes)
                 self.figures["ledger_epoch_outputs_bytes"] = self._xla(max(outputs, 0))
                 self.figures["ledger_epoch_temp_bytes"] = self._xla(temp)
-                self._count_stacked(jax, staged, args, kwargs)
             else:
                 self.figures["ledger_eval_temp_bytes"] = temp
         except Exception as exc:  # noqa: BLE001 - a missing figure, never a lost trial
-            self.error = f"{which}: {type(exc).__name__}: {str(exc)[:200]}"
+            self._failed(which, exc)
+
+    def _failed(self, which: str, exc: Exception) -> None:
+        """Say why a figure is missing; the first failure is the one kept."""
+        self.error = self.error or f"{which}: {type(exc).__name__}: {str(exc)[:200]}"
 
     def _count_stacked(self, jax: Any, staged: Any, args: tuple, kwargs: dict) -> None:
         """The epoch's stacked outputs per training step, from its jaxpr (a trace, no
-        compile); only when the outermost scan is the epoch's (its length is the trial's)."""
-        scan = outermost_scan(jax.make_jaxpr(staged)(*args, **kwargs).jaxpr)
+        compile); only when the outermost scan is the epoch's (its length is the trial's).
+        Its own failure leaves the epoch's other figures alone."""
+        try:
+            scan = outermost_scan(jax.make_jaxpr(staged)(*args, **kwargs).jaxpr)
+        except Exception as exc:  # noqa: BLE001 - a missing figure, never a lost trial
+            self._failed(EPOCH_FUNCTION, exc)
+            return
         if scan is None:
-            self.error = f"{EPOCH_FUNCTION}: no scan over training steps in its jaxpr"
+            self.error = self.error or f"{EPOCH_FUNCTION}: no scan over training steps in its jaxpr"
             return
         length, per_step = stacked_bytes_per_step(scan)
         if self.epoch_steps is not None and length != self.epoch_steps:
-            self.error = (f"{EPOCH_FUNCTION}: its outermost scan is {length} long, not the "
-                          f"{self.epoch_steps} training steps of an epoch")
+            self.error = self.error or (f"{EPOCH_FUNCTION}: its outermost scan is {length} "
+                                        f"long, not the {self.epoch_steps} training steps of "
+                                        f"an epoch")
             return
         self.figures["ledger_epoch_steps"] = length
         self.figures["ledger_stacked_bytes_per_step"] = self._xla(per_step)
@@ -211,7 +221,7 @@ class LedgerWatch:
             jax.block_until_ready(out)
             self._phase("ledger_peak_after_eval_bytes")
         except Exception as exc:  # noqa: BLE001 - brax's own read of it raises the same
-            self.error = self.error or f"{EVAL_FUNCTION}: {type(exc).__name__}: {str(exc)[:200]}"
+            self._failed(EVAL_FUNCTION, exc)
 
     def _phase(self, field: str) -> None:
         value = self.peak_so_far() if self.peak_so_far is not None else None

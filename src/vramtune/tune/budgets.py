@@ -26,7 +26,7 @@ from vramtune.results.frame import one_per_size
 from vramtune.results.store import Run
 from vramtune.tune import model as mm
 from vramtune.tune.boundary import PROOF_RUNS, fits, model_figure_bytes, proof_rooms_bytes, uses_pool
-from vramtune.tune.growth import Growth
+from vramtune.tune.growth import Growth, RunLength
 from vramtune.tune.ledger import before_the_run
 from vramtune.tune.planner import SearchSpace, candidates, keeps_base_unrolls
 from vramtune.tune.recommend import Recommendation, choose
@@ -232,9 +232,9 @@ def _largest_cap(source: Measurements) -> tuple[bool, int | None]:
 
 
 def before_the_long_run(source: Measurements, emission: Emission,
-                        run_length: tuple[int, int] | None) -> Emission:
+                        run_length: RunLength | None) -> Emission:
     """``emission`` with what to know before the long run: the configured run's peak at its
-    length (``growth``; ``run_length`` is (num_timesteps, num_evals), None: not priced) and a
+    length (``growth``; ``run_length`` None: not priced) and a
     notice when that crosses the line or the evaluation holds more than the training."""
     chosen = emission.chosen
     if chosen is None:

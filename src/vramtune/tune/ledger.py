@@ -27,7 +27,7 @@ from vramtune.errors import UserError
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import Run
 from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS
-from vramtune.tune.growth import EvalShare, Growth, eval_share, predict_growth
+from vramtune.tune.growth import EvalShare, Growth, RunLength, eval_share, predict_growth
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile, profile_from_dict
 from vramtune.workload.rules import nearest_valid
@@ -352,12 +352,12 @@ def predicted_lines(fits: tuple[RoleFit, ...], num_envs: int
 
 
 def before_the_run(results: Sequence[TrialResult], num_envs: int, profile: Profile,
-                   run_length: tuple[int, int] | None, line_bytes: int | None
+                   run_length: RunLength | None, line_bytes: int | None
                    ) -> tuple[Growth | None, EvalShare | None]:
-    """At a measured size: the run's peak at ``run_length`` (num_timesteps, num_evals; None:
-    not priced) and the evaluation against training (its ledger's search trial)."""
+    """At a measured size: the run's peak at ``run_length`` (None: not priced) and the
+    evaluation against training (its ledger's search trial)."""
     growth = (None if run_length is None else
-              predict_growth(results, num_envs, profile, *run_length, line_bytes))
+              predict_growth(results, num_envs, profile, run_length, line_bytes))
     row = next((s for s in ledgers(results) if s.num_envs == num_envs), None)
     return growth, None if row is None else eval_share(row.figures(), num_envs, profile)
 
@@ -365,11 +365,11 @@ def before_the_run(results: Sequence[TrialResult], num_envs: int, profile: Profi
 def explain_run(run: Run, num_envs: int | None, headroom_fraction: float, *,
                 default_num_envs: int | None = None,
                 cards_gb: Sequence[int] = CARD_GB,
-                run_length: tuple[int, int] | None = None,
+                run_length: RunLength | None = None,
                 line_bytes: int | None = None) -> Explanation:
     """A saved sweep's ledger: ``num_envs`` (measured, else predicted from the fits; None:
     ``default_num_envs``, the sweep's pick, else the largest size with a ledger), every size,
-    the fits, the cards; with ``run_length`` (num_timesteps, num_evals), the run's peak at
+    the fits, the cards; with ``run_length``, the run's peak at
     that length against ``line_bytes`` (measured sizes only: a predicted size's runs are not
     there to add to). A UserError when no trial counted a ledger (a run from before it)."""
     sizes = ledgers(run.results)

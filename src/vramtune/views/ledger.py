@@ -88,6 +88,8 @@ def explanation_json(expl: Explanation) -> dict[str, Any]:
         "fits": [asdict(f) for f in expl.fits],
         "cards_predicted": [asdict(c) for c in expl.cards],
         # the run's length priced: its peak is predicted, never measured
+        # measured_peak_bytes is the figure the line holds: the data segment on a CPU, the
+        # larger of the pool and the process (NVML) on a GPU
         "growth": None if expl.growth is None else {**asdict(expl.growth),
                                                     "crosses": expl.growth.crosses},
         "evaluation": None if expl.evaluation is None else {
