@@ -84,6 +84,7 @@ class SizeLedger:
     # the peak as it stood before and after the first evaluation (its compile and run)
     before_eval_bytes: int | None = None
     after_eval_bytes: int | None = None
+    memory_steady: bool | None = None  # False: the trial ended with its memory still growing
 
     def figures(self) -> dict[str, int | None]:
         """field -> bytes, with the unexplained part, the peak and what a card must hold."""
@@ -188,7 +189,9 @@ def size_ledger(result: TrialResult) -> SizeLedger:
                       after_compile_bytes=_plausible(result.ledger_peak_after_epoch_compile_bytes),
                       error=result.ledger_error,
                       before_eval_bytes=_plausible(result.ledger_peak_before_eval_bytes),
-                      after_eval_bytes=_plausible(result.ledger_peak_after_eval_bytes))
+                      after_eval_bytes=_plausible(result.ledger_peak_after_eval_bytes),
+                      memory_steady=result.memory_steady
+                      if isinstance(result.memory_steady, bool) else None)
 
 
 def ledgers(results: Sequence[TrialResult]) -> list[SizeLedger]:
@@ -309,12 +312,18 @@ class Explanation:
     # the run's length priced (measured sizes; None: no num_timesteps given)
     growth: Growth | None = None
     evaluation: EvalShare | None = None  # the evaluation against training at the size shown
+    still_growing: bool = False  # the size shown: its trial ended with memory still growing
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """What to change before the long run: a run whose epochs will not fit, an
-        evaluation holding more than the training."""
+        """What to know before the long run: a run whose epochs will not fit, an evaluation
+        holding more than the training, a trial whose own memory had not stopped growing."""
         said = [w.warning() for w in (self.growth, self.evaluation) if w is not None]
+        if self.still_growing:
+            said.append(f"{self.num_envs} envs: its trial ended with its memory still growing "
+                        f"(measure.max_intervals reached): a long run may grow past every "
+                        f"figure here; only a long confirming run (the sweep's, or `vramtune "
+                        f"verify`) shows where it stops")
         return tuple(w for w in said if w)
 
     @property
@@ -410,6 +419,7 @@ def explain_run(run: Run, num_envs: int | None, headroom_fraction: float, *,
                             f"({sizes[0].num_envs}) is not enough to predict it")
         shown, peak = predicted_lines(fits, n)
         predicted = True
+    growing = n in by_size and by_size[n].memory_steady is False
     return Explanation(str(run.directory), run.header.profile_name, backend, headroom_fraction,
                        n, predicted, shown, peak, phases, error, tuple(sizes), fits, cards,
-                       growth, evaluation)
+                       growth, evaluation, growing)

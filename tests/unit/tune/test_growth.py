@@ -142,3 +142,17 @@ def test_a_per_step_figure_past_the_trial_s_own_peak_is_damage():
 def test_an_uncapped_sweep_says_there_is_no_line():
     g = predict_growth([run_of()], 64, QUICK, RUN, None)
     assert "no line" in g.words() and g.warning() is None
+
+
+def test_a_trial_whose_memory_was_still_growing_is_said_before_the_run(tmp_path):
+    from vramtune.results.store import RunHeader, append_result, create_run, load_run
+    from vramtune.tune.ledger import explain_run
+
+    header = RunHeader("quick", QUICK.hash, QUICK.to_dict(), int(1.3e9), 0.1, {}, {})
+    create_run(tmp_path / "run", header).release()
+    append_result(tmp_path / "run", run_of(64, memory_steady=False))
+    append_result(tmp_path / "run", run_of(128, memory_steady=True))
+    run = load_run(tmp_path / "run")
+    growing = explain_run(run, 64, 0.1)
+    assert any("memory still growing" in w for w in growing.warnings)
+    assert not any("memory still growing" in w for w in explain_run(run, 128, 0.1).warnings)
