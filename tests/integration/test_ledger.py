@@ -80,7 +80,7 @@ def test_doubling_num_envs_doubles_the_per_env_parts_and_keeps_the_fixed_ones(tr
 
 def test_a_run_whose_length_and_evaluation_dominate_is_warned_before_it_starts(tmp_path, capsys):
     """A real trial of a workload whose epochs stack 48 KiB of loss metrics per training step
-    (16 updates x 64 minibatches of 12 metrics) and whose evaluation (32,768 eval envs through
+    (16 updates x 64 minibatches of 12 metrics) and whose evaluation (65,536 eval envs through
     a 256-wide policy) holds more than 64 envs of training and over 5% of the peak: a run of
     10^9 steps with brax's default num_evals=1 is one
     epoch of 15.6 M steps, priced far past a 1.3 GB line before it starts. XLA's own count of
@@ -98,7 +98,7 @@ def test_a_run_whose_length_and_evaluation_dominate_is_warned_before_it_starts(t
     data = quick.to_dict()
     data.update(name="quick-long", episode_length=10, num_envs=64,
                 ppo={**data["ppo"], "batch_size": 1, "num_minibatches": 64, "unroll_length": 1,
-                     "num_updates_per_batch": 16, "num_eval_envs": 32_768},
+                     "num_updates_per_batch": 16, "num_eval_envs": 65_536},
                 network={"policy_hidden_layer_sizes": [256], "value_hidden_layer_sizes": [8]},
                 measure={**data["measure"], "min_window_s": 1.0, "max_window_s": 1.5})
     profile = profile_from_dict(data, source="test")
@@ -124,7 +124,7 @@ def test_a_run_whose_length_and_evaluation_dominate_is_warned_before_it_starts(t
     assert app.main(["explain", str(tmp_path / "run"), "--num-timesteps", str(10**9)]) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert "64 envs: the run as configured will not fit: its epochs of 15,625,000" in err
-    assert "the evaluation holds" in err and "num_eval_envs=32,768" in err
+    assert "the evaluation holds" in err and "num_eval_envs=65,536" in err
     assert app.main(["emit-config", str(tmp_path / "run"), "--objective", "max-envs",
                      "--gpu-mem", "1.3GB", "--num-timesteps", str(10**9)]) == 0
     out = capsys.readouterr().out
