@@ -155,7 +155,8 @@ def check_run_length(num_timesteps: int | None, num_evals: int | None) -> RunLen
     return RunLength(num_timesteps, num_evals, evals_assumed=False)
 
 
-def _bytes(value: object) -> int | None:
+def plausible_bytes(value: object) -> int | None:
+    """A byte count a trial can have recorded (a damaged results file may say anything)."""
     return value if isinstance(value, int) and not isinstance(value, bool) \
         and 0 <= value <= MAX_BYTES else None
 
@@ -197,7 +198,7 @@ def predict_growth(results: Sequence[TrialResult], num_envs: int, profile: Profi
     best: tuple[int, int, int, int, int] | None = None  # predicted, peak, growth, steps, per
     read: list[tuple[int, int, int]] = []  # (peak, steps, per) of every run that read it
     for r in runs:
-        per, steps, peak = (_bytes(r.ledger_stacked_bytes_per_step),
+        per, steps, peak = (plausible_bytes(r.ledger_stacked_bytes_per_step),
                             _steps(r.ledger_epoch_steps), _held_figure(r))
         # the trial's own stack was inside its own peak: a figure past that is damage
         if per is None or steps is None or peak is None or per * steps > peak:
@@ -223,10 +224,10 @@ def _held_figure(result: TrialResult) -> int | None:
     """The run's figure the line holds it to: on GPU the process's (NVML, else the pool),
     which ``boundary.under_line`` also holds under the line, when larger than the pool;
     the data segment on CPU."""
-    pool = _bytes(result.line_figure_bytes)
+    pool = plausible_bytes(result.line_figure_bytes)
     if not result.is_gpu:
         return pool
-    process = _bytes(result.peak_bytes)
+    process = plausible_bytes(result.peak_bytes)
     return pool if process is None else process if pool is None else max(pool, process)
 
 

@@ -26,8 +26,15 @@ from dataclasses import dataclass
 from vramtune.errors import UserError
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.results.store import Run
-from vramtune.schema import MAX_BYTES, MAX_NUM_ENVS
-from vramtune.tune.growth import EvalShare, Growth, RunLength, eval_share, predict_growth
+from vramtune.schema import MAX_NUM_ENVS
+from vramtune.tune.growth import (
+    EvalShare,
+    Growth,
+    RunLength,
+    eval_share,
+    plausible_bytes,
+    predict_growth,
+)
 from vramtune.units import format_bytes
 from vramtune.workload.profile import Profile, profile_from_dict
 from vramtune.workload.rules import nearest_valid
@@ -167,8 +174,8 @@ def _ledger_errors(results: Sequence[TrialResult]) -> list[str]:
 
 def size_ledger(result: TrialResult) -> SizeLedger:
     """The ledger of one trial."""
-    lines = [LedgerLine(f, role, _plausible(getattr(result, f))) for f, role in ROLES]
-    lines.append(LedgerLine(ROLLOUT[0], ROLLOUT[1], _plausible(result.ledger_rollout_bytes),
+    lines = [LedgerLine(f, role, plausible_bytes(getattr(result, f))) for f, role in ROLES]
+    lines.append(LedgerLine(ROLLOUT[0], ROLLOUT[1], plausible_bytes(result.ledger_rollout_bytes),
                             part_of="ledger_epoch_temp_bytes"))
     # A role not counted (no evaluation ran: run_evals off; a call the child could not read)
     # is left out of the parts and so stays inside the unexplained part, which says so
@@ -179,17 +186,17 @@ def size_ledger(result: TrialResult) -> SizeLedger:
              if line.part_of is None and line.bytes is not None}
     parts = (sum(b for f, b in known.items() if f not in TRANSIENT) + _transient(known)
              if known else None)
-    peak = _plausible(result.line_figure_bytes)
+    peak = plausible_bytes(result.line_figure_bytes)
     unexplained = peak - parts if peak is not None and parts is not None else None
-    outside = _plausible(result.outside_pool_bytes) if result.is_gpu else None
-    card = _plausible(result.peak_bytes) if result.is_gpu else peak
+    outside = plausible_bytes(result.outside_pool_bytes) if result.is_gpu else None
+    card = plausible_bytes(result.peak_bytes) if result.is_gpu else peak
     return SizeLedger(result.num_envs, tuple(lines), peak,
                       result.cap_figure_words or "peak", parts, unexplained, outside, card,
-                      before_compile_bytes=_plausible(result.ledger_peak_before_epoch_compile_bytes),
-                      after_compile_bytes=_plausible(result.ledger_peak_after_epoch_compile_bytes),
+                      before_compile_bytes=plausible_bytes(result.ledger_peak_before_epoch_compile_bytes),
+                      after_compile_bytes=plausible_bytes(result.ledger_peak_after_epoch_compile_bytes),
                       error=result.ledger_error,
-                      before_eval_bytes=_plausible(result.ledger_peak_before_eval_bytes),
-                      after_eval_bytes=_plausible(result.ledger_peak_after_eval_bytes),
+                      before_eval_bytes=plausible_bytes(result.ledger_peak_before_eval_bytes),
+                      after_eval_bytes=plausible_bytes(result.ledger_peak_after_eval_bytes),
                       memory_steady=result.memory_steady
                       if isinstance(result.memory_steady, bool) else None)
 
@@ -284,12 +291,6 @@ def predict_cards(card_peak: RoleFit, headroom_fraction: float,
                                   times_measured=n / largest_measured if n else None,
                                   capped=raw > MAX_NUM_ENVS))
     return out
-
-
-def _plausible(value: int | None) -> int | None:
-    """A byte count a trial can have recorded (a damaged results file may say anything)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) \
-        and 0 <= value <= MAX_BYTES else None
 
 
 @dataclass(frozen=True)
