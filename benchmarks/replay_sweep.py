@@ -251,7 +251,6 @@ def main() -> None:
     parser.add_argument("--offset-mib", type=float, nargs="+", default=[0.0],
                         help="a proof's (and a user run's) mean peak above a search trial's")
     parser.add_argument("--seeds", type=int, default=100)
-    parser.add_argument("--aim-sd", type=float, default=None, help="search.AIM_SD to replay")
     parser.add_argument("--resolve-sd", type=float, default=None,
                         help="search.RESOLVE_SD to replay")
     parser.add_argument("--grid-bits", type=int, default=None,
@@ -264,8 +263,6 @@ def main() -> None:
                         help="also fit proof minus trial on the replayed pairs, as on the real "
                              "ones: what selection alone makes of a true offset")
     args = parser.parse_args()
-    if args.aim_sd is not None:
-        search.AIM_SD = args.aim_sd
     if args.resolve_sd is not None:
         search.RESOLVE_SD = args.resolve_sd
     if args.grid_bits is not None:
@@ -273,7 +270,7 @@ def main() -> None:
     rec = Recorded(_records(tuple(args.rounds)), _records(tuple(args.wall_rounds)))
     print(f"curve: {rec.points} search trials of {len(args.rounds)} rounds; mean peak "
           f"{rec.mean(128) / MIB:.0f} MiB at 128, {rec.mean(2048) / MIB:.0f} at 2048; first "
-          f"trial {rec.first_s:.1f} s; AIM_SD {search.AIM_SD:g}, RESOLVE_SD {search.RESOLVE_SD:g}")
+          f"trial {rec.first_s:.1f} s; RESOLVE_SD {search.RESOLVE_SD:g}")
     print("\n| sd MiB | offset MiB | search trials | wall/floor median | median of 5 "
           "(10-90%) | confirm ratio | first proof ok | user ok under line | 2 steps above ok | "
           "median pick per budget |\n|---|---|---|---|---|---|---|---|---|---|")

@@ -60,14 +60,14 @@ def test_the_pick_is_confirmed_by_a_long_run_held_below_the_line(confirmed):
     assert len(confirm) == 1 and confirm[0].status is Status.OK
     assert confirm[0].num_envs == chosen["num_envs"] and confirm[0].training_steps >= 20
     # Every trial ran under budget x (1 - headroom), so ok itself proved the headroom; the
-    # confirming run one refinement step below that line: 2 sd of one run's peak, at least
-    # 2 x the 1.5 % prior jitter of the size's own peak.
+    # confirming run one refinement step below that line: 1.5 sd of one run's peak, at
+    # least 1.5 x the 1.5 % prior jitter of the size's own peak.
     line = int(3e9 * 0.9)
     assert all(r.cap == f"RLIMIT_DATA={line}" and r.cap_bytes == line for r in search_trials(results))
     assert all(r.budget_bytes == int(3e9) for r in results)
     room = line - confirm[0].cap_bytes
     peak = max(r.host_peak_data_bytes for r in search_trials(results) if r.num_envs == chosen["num_envs"])
-    assert 0.025 * peak < room < 0.1 * peak and confirm[0].cap == f"RLIMIT_DATA={line - room}"
+    assert 0.02 * peak < room < 0.1 * peak and confirm[0].cap == f"RLIMIT_DATA={line - room}"
     assert "below the" in summary["confirmed_line"]
     # The trial trained as the user does: evaluation on, memory steady, the capped figure kept.
     searched = search_trials(results)

@@ -74,9 +74,9 @@ def over_failed_proof(results: Iterable[TrialResult], limit_bytes: int | None) -
 
 def short_of_room(results: Iterable[TrialResult], limit_bytes: int | None) -> dict[int, int]:
     """Sizes that fitted their search trial on a CPU with less room under the line than the
-    search keeps for another run's jitter (``search.short_of_room``: one sd more than a proof
-    keeps), with that line. Not ranked: a draw near a proof's line passes a second draw
-    there about half the time, and the user's run is a third. A size with a proof run of
+    search keeps for another run's jitter (``search.short_of_room``: what a proof keeps),
+    with that line. Not ranked: a size that peaked above its proof's cap passes a second
+    draw there about half the time, and the user's run is a third. A size with a proof run of
     its own is judged by it, and one below a proven size fits as it does (memory grows with
     num_envs; a very jittery workload's small sizes can peak within its wide room of the
     line). A GPU's figures do not jitter so."""

@@ -27,8 +27,8 @@ steps 1 and 3 below without the model's parts.
    above the largest fit becomes the largest candidate within that step
    (``_resolvable_pick``). k workers: the candidates at the quantiles j/(k+1) of the
    predicted edge, topped up with the most uncertain ones. Where peaks jitter
-   (``Space.resolve_sd``: a CPU's data segment) the model aims AIM_SD sd of one run's peak
-   below the limit, and a size that fitted closer to it is a failure to the search
+   (``Space.resolve_sd``: a CPU's data segment) the model aims one refinement step below the
+   limit, and a size that fitted closer to it is a failure to the search
    (``short_of_room``; the planner marks it).
 3. Fallback. Trials that contradict the prior: the model is refitted without it (two sizes
    at least). The smallest failure a size the model still gives P(fits) >= ``surprise``: an
@@ -69,16 +69,20 @@ from vramtune.tune import pool
 OK, OOM, CRASH, TIMEOUT = Status.OK, Status.OOM, Status.CRASH, Status.TIMEOUT
 MIB = 2**20
 MIN_SPAN = 0.2  # P(lo fits) - P(hi fits) under the model: less, and it cannot aim between them
-# The refinement step, in the model's per-run sd of a peak: two sizes whose expected peaks
-# differ by less than this many sd are not told apart by one run each (one run of quick
-# jitters by 14-35 MiB sd, 60-150 envs at 0.23 MiB per env), so a bracket that narrow is
-# where the search stops: a trial inside it would be decided by noise.
-RESOLVE_SD = 2.0
-# The search's line, in sd of one run's peak below the limit: one sd below the line a proof
-# runs under (RESOLVE_SD). A size found just under the proof's own line is a second draw at
-# that line when proven, a coin flip (measured: every first proof failed at 5 of 5 budgets,
-# twice); one sd lower it passes ~76% of the time from the line, more from under it.
-AIM_SD = 3.0
+# One room where peaks jitter, in the model's sd of one run's peak (its pooled jitter: the
+# 1.5 % prior with the sweep's own residuals): the refinement step (two sizes whose expected
+# peaks differ by less are not told apart by one run each, so a bracket that narrow is where
+# the search stops), the room a proof run keeps under the line (its cap), and the search's
+# line: a search trial that peaked above the cap its proof would run under is "short of
+# room". Calibrated on users' runs, one at a time under the line (benchmarks/bench_edge.py,
+# quick at 1.2, 1.3 and 1.4 GB): under a cap an ok run's data segment floats up close to the
+# cap (384 envs under 1,080 MB: 1,050-1,076 MB in 4 of 4 runs; proofs passed 1-3 MB under
+# their caps), so a peak says less about what a run needs than its spread suggests, and
+# failure comes sharply a step above the sizes that pass (4 of 4 at 384 envs, 0 of 4 at 448).
+# 2 sd for the step and the proof, 3 for the search's line, left the pick 160-192 envs under
+# the largest size every user run survived at two budgets of three; 1.5 for all three puts
+# it within one 64-env step of it at all three.
+RESOLVE_SD = 1.5
 CRAWL = 5  # that many fits within the top octave, nothing failed: double (gallop steps too short)
 WALK = 3  # consecutive fitting candidates at the top, proposed one above the other: stop trusting
 
@@ -628,10 +632,9 @@ def proof_room_bytes(trials: Sequence[Trial], space: Space, n: int) -> float | N
     prior jitter of the size's own peak without one). None where peaks do not jitter run to
     run (a GPU's allocator figures) or nothing says how much: the proof runs at the limit.
 
-    One run's peak d is a draw: with sd s, a second run of the same size (the user's) stays
-    under the limit L with P = Phi((L - d) / (sqrt(2) s)), 50% for a proof that passes just
-    under L and 92% for one that passes with 2 s of room. A proof must leave room for that
-    second draw, or a size that fits one run in two is proven."""
+    One run is a draw: a second run of the same size (the user's) may need more. A proof
+    must leave room for that second draw, or a size that fits one run in two is proven; how
+    much was measured against users' runs (``RESOLVE_SD``)."""
     return proof_rooms_bytes(trials, space, (n,))[n]
 
 
@@ -655,12 +658,11 @@ def _room(trials: Sequence[Trial], space: Space, model: mm.Model | None, n: int)
 
 
 def short_of_room(trials: Sequence[Trial], space: Space) -> dict[int, float]:
-    """Sizes whose search trial fitted under the limit with less room than the search keeps,
-    AIM_SD sd of one run's peak (one more than its proof keeps, ``proof_room_bytes``), with
-    that line: the limit less the room.
+    """Sizes whose search trial fitted under the limit with less room than a proof of it
+    keeps (``proof_room_bytes``), with that line: the limit less the room.
 
-    Such a size passed one draw near the line its proof runs under; its proof (and the
-    user's run) is a second draw that passes about half the time. So it is not a fit: the
+    Such a size peaked above the cap its proof would run under; the proof (and the user's
+    run) is a second draw there that passes about half the time. So it is not a fit: the
     search aims below it and brackets the edge against it, and the recommender ranks it no
     more than a size that failed, which spares the proof that would fail. Records only: the
     room comes from the search trials' own peaks, without the compile-time slope prior, so
@@ -669,7 +671,7 @@ def short_of_room(trials: Sequence[Trial], space: Space) -> dict[int, float]:
 
     The smallest size that fitted is never short: its proof decides, so that a sweep whose
     start sits near the line proves a size rather than ending with none (at 1.1 GB, 128, 224
-    and 288 envs peaked at 1,015, 967 and 1,057 MB: 3 sd came to 90 MB, and 128 read short).
+    and 288 envs peaked at 1,015, 967 and 1,057 MB: a room of 90 MB, and 128 read short).
     A size is judged by its own peak, not the model's mean there: the mean moves as sizes are
     added, and a judgment that flips costs the search trials (a replay took 7 where
     bisection takes 6)."""
@@ -691,7 +693,6 @@ def short_of_room(trials: Sequence[Trial], space: Space) -> dict[int, float]:
         room = _room(trials, plain, model, n)
         if room is None or not room > 0:
             continue
-        room *= AIM_SD / space.resolve_sd
         line = space.limit_bytes - min(room, space.limit_bytes / 2)  # a wild model: half
         if top[n] > line:
             out[n] = line
@@ -699,15 +700,15 @@ def short_of_room(trials: Sequence[Trial], space: Space) -> dict[int, float]:
 
 
 def aim_room_bytes(trials: Sequence[Trial], space: Space) -> float:
-    """How far below the limit the search aims where peaks jitter: AIM_SD sd of one run's
-    peak at the limit, from the search trials' own peaks as ``short_of_room`` draws its line.
+    """How far below the limit the search aims where peaks jitter: one refinement step at the
+    limit, from the search trials' own peaks as ``short_of_room`` draws its line.
     0 where peaks do not jitter."""
     if not space.resolve_sd or space.region_bytes or not math.isfinite(space.limit_bytes):
         return 0.0
     model = _jitter_model(trials, replace(space, prior=None))
     sd = (max(model.sigma_bytes, model.sigma_fraction * space.limit_bytes) if model is not None
           else mm.FLOOR_SD * space.limit_bytes)
-    return min(AIM_SD * sd, space.limit_bytes / 2)
+    return min(space.resolve_sd * sd, space.limit_bytes / 2)
 
 
 def _jitter_model(trials: Sequence[Trial], space: Space) -> mm.Model | None:
@@ -946,7 +947,7 @@ def step_down_pick(trials: Sequence[Trial], space: Space, open_: list[int], lo: 
 
     A proof run peaks above its search trial by that trial's margin (to the proof's own cap,
     ``room_bytes`` below the limit) plus what the longer run adds. When the margin was
-    within one refinement step (2 sd of one run's peak), the failure is what one run's
+    within one refinement step (1.5 sd of one run's peak), the failure is what one run's
     jitter does, so the long run's edge lies about a step below ``hi``, not halfway down to
     ``lo`` (at 1.45 GB a bisection from 128 measured 1024, 1536 and 1664 below a failed
     1792, whose trial peaked 16 MiB under the cap). A wider margin says the long run grows
