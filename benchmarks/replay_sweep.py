@@ -18,7 +18,7 @@ does: a variant that wins here is then run for real with `bench_search.py`.
 
 Survival is computed, not drawn: a user run of size n under the line L passes with
 P = Phi((L - mean(n) - offset) / sd); "two steps above" is the size whose mean sits two
-refinement steps (2 x 2 sd) above the pick's.
+refinement steps (2 x search.RESOLVE_SD sd) above the pick's.
 
     .venv/bin/python benchmarks/replay_sweep.py --seeds 200
     .venv/bin/python benchmarks/replay_sweep.py --sd-mib 15 21 30 --offset-mib 0 9
@@ -177,7 +177,7 @@ def sweep_once(rec: Recorded, budget: float, sd: float, offset: float, seed: int
     user = above = None
     if n is not None:
         user = phi((budget - rec.mean(n) - offset) / sd)
-        above = phi((budget - rec.mean(n) - offset - 4 * sd) / sd)
+        above = phi((budget - rec.mean(n) - offset - 2 * search.RESOLVE_SD * sd) / sd)
     return {"results": results, "pick": n, "search": searched, "first_proof_ok": bool(proofs)
             and proofs[0].status is Status.OK, "user": user, "above": above,
             "wall_floor": fl["all_trials_s"] / fl["floor_s"] if fl["floor_s"] else None,

@@ -37,9 +37,9 @@ def test_sweep_finds_the_oom_boundary_and_recommends_below_it(tmp_path, quick_sh
     profile.write_text(yaml.safe_dump(data, sort_keys=False))
     # --no-cache: a warm compile cache skips compilation and its ~150 MB of host memory, which
     # would move the CPU boundary depending on what ran before. At 1.5 GB (a 1,287 MiB line),
-    # 1024's cold trials peak 1,116-1,181 MiB (data segment): 106-171 MiB of room, twice what
-    # the search keeps for jitter, and its proofs 1,137-1,193 MiB, 60+ MiB under the proof's
-    # cap. 2048's peak 1,365-1,436 MiB: out of memory every time. 1536 (1,260-1,331 MiB) sits
+    # 1024's cold trials peak 1,116-1,181 MiB (data segment): 106-171 MiB of room, four times
+    # what the search keeps for jitter, and its proofs 1,137-1,193 MiB, 70+ MiB under the
+    # proof's cap. 2048's peak 1,365-1,436 MiB: out of memory every time. 1536 (1,260-1,331 MiB) sits
     # at the line: out of memory, or fitted short of room; either way past it. At 1.3 GB,
     # 1024 sat within one run's jitter of the line: it now and then fitted, short of room, and
     # no trial failed; at 1.45 GB its proof came within ~15 MiB of the proof's cap.

@@ -122,7 +122,7 @@ def _last_line(text: str | None) -> str:
 ROUND_GRID_BITS = 4  # the model's grid: 1024, 1152, 1280, ... (steps of 1/16 to 1/8)
 # Bisection's grid (steps of 1/64 to 1/32): the sizes it picks within --refine 3 of a doubling
 # bracket from a start that is not round; a finer step is well inside one run's jitter on
-# quick (60-150 envs, ``search.RESOLVE_SD``)
+# quick (a refinement step, ``search.RESOLVE_SD`` sd of one run's peak, is 90-225 envs there)
 BISECT_GRID_BITS = 6
 _PHASES = {"bootstrap": StepKind.DOUBLING, "double": StepKind.DOUBLING, "bisect": StepKind.REFINING,
            "predict": StepKind.PREDICTING, "edge": StepKind.PREDICTING}

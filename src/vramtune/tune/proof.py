@@ -18,7 +18,15 @@ from vramtune.measure.wire import (
 from vramtune.records import Purpose, Status, TrialResult
 from vramtune.tune import search
 from vramtune.tune.alone import Decision
-from vramtune.tune.boundary import PROOF_RUNS, as_trial, fits, past_boundary, ruled_out, uses_pool
+from vramtune.tune.boundary import (
+    PROOF_RUNS,
+    as_trial,
+    fits,
+    past_boundary,
+    proof_room_bytes,
+    ruled_out,
+    uses_pool,
+)
 from vramtune.tune.planner import SearchMethod, SearchSpace, Step, StepKind, candidates, search_space
 from vramtune.tune.recommend import RANKED
 from vramtune.tune.request import (
@@ -88,7 +96,11 @@ def proof_cap_bytes(config: SweepConfig, results: Sequence[TrialResult], n: int,
     refinement step where peaks jitter run to run (``search.proof_room_bytes``: a proof that
     passes with less room is a coin flip for the user's next run), the line itself on a GPU's
     pool; None without a budget. ``space``: the sweep's, with the slope prior its probe found
-    (default the config's, without it)."""
+    (default the config's, without it).
+
+    The room is never wider than the one the records alone give (``boundary.proof_room_bytes``,
+    the line ``short_of_room`` draws): a size the search let through peaked under the line
+    less that room, so its proof never runs under a cap its own trial already exceeded."""
     limit = config.limit_bytes
     if limit is None:
         return None
@@ -96,6 +108,9 @@ def proof_cap_bytes(config: SweepConfig, results: Sequence[TrialResult], n: int,
                                    search_space(results, space or config.space()), n)
     if room is None or not room > 0:
         return limit
+    flat = proof_room_bytes(results, limit, n)
+    if flat > 0:
+        room = min(room, flat)
     return max(1, limit - min(int(room), limit // 2))  # bounded: a wild model leaves half
 
 

@@ -671,7 +671,7 @@ def short_of_room(trials: Sequence[Trial], space: Space) -> dict[int, float]:
 
     The smallest size that fitted is never short: its proof decides, so that a sweep whose
     start sits near the line proves a size rather than ending with none (at 1.1 GB, 128, 224
-    and 288 envs peaked at 1,015, 967 and 1,057 MB: a room of 90 MB, and 128 read short).
+    and 288 envs peaked at 1,015, 967 and 1,057 MB: with a room of 90 MB, 128 read short).
     A size is judged by its own peak, not the model's mean there: the mean moves as sizes are
     added, and a judgment that flips costs the search trials (a replay took 7 where
     bisection takes 6)."""

@@ -313,7 +313,7 @@ def test_candidates_keep_round_sizes_and_the_narrower_grid():
 
 
 def test_a_size_past_the_boundary_is_named_for_why_it_is_past():
-    # 1024 fitted its trial 8 MB under the 1.2 GB line (the search keeps ~50 MB): the done
+    # 1024 fitted its trial 8 MB under the 1.2 GB line (the search keeps ~25 MB): the done
     # step says it is short of room, not that it failed; an OOM is still "fails"
     import dataclasses
 

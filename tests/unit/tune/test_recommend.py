@@ -173,7 +173,7 @@ def test_an_unresolved_larger_size_is_named_when_no_re_measurement_is_left():
 
 
 def test_a_size_short_of_room_is_not_ranked_unless_a_proof_of_it_or_above_it_passed():
-    # the 1.2 GB line: 128 and 768 left 160 and 60 MB, 832 11 MB (the search keeps ~50 MB)
+    # the 1.2 GB line: 128 and 768 left 160 and 60 MB, 832 11 MB (the search keeps ~25 MB)
     import dataclasses
 
     from vramtune.records import Purpose
